@@ -268,6 +268,7 @@ pub(crate) mod shape;
 pub(crate) mod size;
 mod state_dir;
 mod validate;
+pub(crate) use validate::state_directory_given;
 
 pub use otlp::{Otlp, OtlpHeader};
 pub use plan::WorkloadPlan;

@@ -589,7 +589,14 @@ async fn resolve(
         .await
         .context("starting the built-in simulator")?;
     let mut text = EMBEDDED.replace("SIM_URL", &sim.url());
-    if std::env::var_os("STATE_DIRECTORY").is_none() {
+    let state_directory = std::env::var_os("STATE_DIRECTORY");
+    if !config::state_directory_given(state_directory.as_deref()) {
+        if state_directory.is_some() {
+            tracing::warn!(
+                "STATE_DIRECTORY is set but empty; state goes to ./canaryd-data, as with no \
+                 STATE_DIRECTORY"
+            );
+        }
         text.insert_str(0, "state_dir = \"canaryd-data\"\n");
     }
     let c = Config::parse(&text, Path::new("<embedded default>"), Path::new("."))?;

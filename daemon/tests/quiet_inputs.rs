@@ -101,8 +101,9 @@ fn a_run_longer_than_its_period_is_warned_with_both_lengths() {
     assert!(
         w[0].starts_with(
             "9: workloads.w.every: one run takes at least 6.1 s (the selected requests' \
-             schedule), not less than its period, 1 s: runs never overlap, so each run skips \
-             the start after it"
+             schedule; not counted: the answers still in flight after the last send, at the \
+             server's pace), not less than its period, 1 s: runs never overlap, so each run \
+             skips the start after it"
         ),
         "{w:?}"
     );
@@ -114,8 +115,9 @@ fn a_run_longer_than_its_period_is_warned_with_both_lengths() {
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(
         w[0].starts_with(
-            "7: workloads.w.every: one run takes at least 7200 s (benchmark_duration 7200 s), \
-             not less than its period, 60 s"
+            "7: workloads.w.every: one run takes at least 7200 s (benchmark_duration 7200 s; \
+             not counted: the answers still in flight after the last send, at the server's \
+             pace), not less than its period, 60 s"
         ),
         "{w:?}"
     );
@@ -124,7 +126,8 @@ fn a_run_longer_than_its_period_is_warned_with_both_lengths() {
     assert!(
         w[0].starts_with(
             "7: workloads.w.every: one run takes about 100 s (100 requests at 1 req/s, an \
-             estimate), not less than its period, 60 s"
+             estimate; not counted: the answers still in flight after the last send, at the \
+             server's pace), not less than its period, 60 s"
         ),
         "{w:?}"
     );
@@ -209,4 +212,29 @@ fn bad_environment_variables_are_warned_about_by_name_never_by_value() {
     ] {
         assert!(!out.contains(variable), "{variable} in:\n{out}");
     }
+}
+
+/// A relative `STATE_DIRECTORY` (systemd sets an absolute one) put the history under the
+/// folder the daemon was started in, without a word: check-config (as the daemon's start)
+/// refuses it, naming the variable, its value and the folder it would have meant.
+#[test]
+fn a_relative_state_directory_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path(), false, "every = \"1h\"\nrequest_rate = 1\n");
+    let o = Command::new(CANARYD)
+        .arg("check-config")
+        .arg(&path)
+        .current_dir(dir.path())
+        .env("STATE_DIRECTORY", "canaryd-state")
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_ne!(o.status.code(), Some(0), "{out}");
+    let meant = dir.path().canonicalize().unwrap().join("canaryd-state");
+    let said = format!(
+        "STATE_DIRECTORY is a relative path, canaryd-state: state would go to {}",
+        meant.display()
+    );
+    assert!(out.contains(&said), "{said:?} in:\n{out}");
+    assert!(!meant.exists());
 }

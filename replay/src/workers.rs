@@ -36,6 +36,57 @@ use std::sync::{Arc, Mutex};
 /// bench/RESULTS.md compared one real-time worker against two.
 const MAX_THREADS_ENV: &str = "CANARYD_REALTIME_WORKERS_MAX";
 
+/// `CANARYD_REALTIME_WORKERS_MAX` as this process read it, once: every runtime's workers and
+/// the daemon's warning about a bad value take this one reading ([`max_threads_env`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxThreadsEnv {
+    /// Not set: every worker is raised.
+    Unset,
+    /// At most this many workers are raised.
+    Set(usize),
+    /// Set, but not a whole number of 0 or more (or not UTF-8): ignored, every worker is
+    /// raised. Its value is never kept or shown.
+    Invalid,
+}
+
+impl MaxThreadsEnv {
+    /// `value` (the variable's, when set) read as the workers read it.
+    pub fn parse(value: Option<&std::ffi::OsStr>) -> MaxThreadsEnv {
+        match value {
+            None => MaxThreadsEnv::Unset,
+            Some(v) => match v.to_str().and_then(|v| v.parse().ok()) {
+                Some(n) => MaxThreadsEnv::Set(n),
+                None => MaxThreadsEnv::Invalid,
+            },
+        }
+    }
+
+    /// Workers raised at most.
+    pub fn limit(self) -> usize {
+        match self {
+            MaxThreadsEnv::Set(n) => n,
+            MaxThreadsEnv::Unset | MaxThreadsEnv::Invalid => usize::MAX,
+        }
+    }
+
+    /// The warning for an [`MaxThreadsEnv::Invalid`] value, without the value.
+    pub fn warning(self) -> Option<String> {
+        (self == MaxThreadsEnv::Invalid).then(|| {
+            format!(
+                "{MAX_THREADS_ENV} is not a whole number of 0 or more (the value is not shown); \
+                 ignored: with real-time workers, every worker is raised"
+            )
+        })
+    }
+}
+
+/// [`MAX_THREADS_ENV`], read and parsed the first time it is asked for, then the same answer
+/// for the life of the process.
+pub fn max_threads_env() -> MaxThreadsEnv {
+    static READ: std::sync::OnceLock<MaxThreadsEnv> = std::sync::OnceLock::new();
+    *READ.get_or_init(|| MaxThreadsEnv::parse(std::env::var_os(MAX_THREADS_ENV).as_deref()))
+}
+
 /// The wanted scheduling of one runtime's workers, and what they got.
 #[derive(Clone)]
 pub struct RealtimeWorkers {
@@ -75,10 +126,7 @@ struct Registered {
 impl RealtimeWorkers {
     /// Workers real-time or not, as asked.
     pub fn new(realtime: bool) -> RealtimeWorkers {
-        let max_threads = std::env::var(MAX_THREADS_ENV)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(usize::MAX);
+        let max_threads = max_threads_env().limit();
         RealtimeWorkers {
             state: Arc::new(State {
                 wanted: AtomicBool::new(realtime),

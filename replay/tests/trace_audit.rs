@@ -448,7 +448,7 @@ fn a_first_turns_delay_is_said_to_be_ignored() {
         t.report
             .warnings
             .iter()
-            .any(|w| w.contains(":1: field \"delay\": ignored")),
+            .any(|w| w.contains(": field \"delay\": ignored on 1 row (line 1):")),
         "{:?}",
         t.report.warnings
     );
@@ -459,6 +459,41 @@ fn a_first_turns_delay_is_said_to_be_ignored() {
     let text = text.replacen('{', "{\"session_id\": \"s\", ", 1);
     let path = write(&dir, "later.jsonl", &text);
     assert!(load(&path, false).unwrap().report.warnings.is_empty());
+}
+
+/// A `delay` on rows that are not later turns was warned about once per row: a trace that
+/// sets it on every row filled the report's warnings with it (and pushed every other warning
+/// out). Said once per trace, with the exact count and the first lines.
+#[test]
+fn ignored_delays_are_said_once_per_trace_with_their_count_and_first_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    // Damage: every row of the first 200 of the real Kimi conversation trace given a 60 s
+    // delay (none has a session_id, so none is a later turn).
+    let text: String = real("mooncake_conversation_first2000.jsonl")
+        .lines()
+        .take(200)
+        .map(|l| l.replacen('{', "{\"delay\": 60000, ", 1) + "\n")
+        .collect();
+    let path = write(&dir, "delays.jsonl", &text);
+    let t = load(&path, false).unwrap();
+    assert_eq!(t.requests.len(), 200);
+    let said: Vec<&String> = t
+        .report
+        .warnings
+        .iter()
+        .filter(|w| w.contains("\"delay\""))
+        .collect();
+    assert_eq!(said.len(), 1, "{:?}", t.report.warnings);
+    assert_eq!(t.report.warnings_omitted, 0);
+    assert_eq!(
+        *said[0],
+        format!(
+            "{}: field \"delay\": ignored on 200 rows (lines 1, 2, 3, 4, 5 and 195 more): a row \
+             that is not a later turn of a session (a first turn, or no session_id) is sent at \
+             its timestamp",
+            path.display()
+        )
+    );
 }
 
 #[test]

@@ -23,6 +23,13 @@ pub struct AtKey {
 
 /// One run's length: at least `length` (`bound`: the trace's last send at its speedup, a
 /// `benchmark_duration`), or about it (an estimate: requests over a rate); `how` says which.
+///
+/// What a run spends besides (read from `canary_replay::run`): its `warmup_requests`, sent
+/// one at a time before its schedule starts (each point of a sweep and each probe of a
+/// capacity search has its own), and the answers still in flight after its last send (the
+/// drain); both at the server's pace, so not in `length`, only said. A sweep's cooldowns are
+/// in it. The `grace_period` is not: it is spent only after a stop (SIGTERM, Ctrl-C), never
+/// by a run that ends by itself.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunLength {
     /// The length.
@@ -31,6 +38,9 @@ pub struct RunLength {
     pub bound: bool,
     /// Where it comes from, for a message.
     pub how: String,
+    /// Warm-up requests the run sends besides, one at a time (exact; their time is not in
+    /// `length`).
+    pub warmup_requests: usize,
 }
 
 /// A sweep over a trace's speedups whose point would take more than a year to replay (a
@@ -77,6 +87,7 @@ pub fn run_length(w: &Workload, replay: Option<Duration>) -> Option<RunLength> {
             length: Duration::ZERO,
             bound: true,
             how: String::new(),
+            warmup_requests: 0,
         };
         for &v in &spec.values {
             let mut point = w.clone();
@@ -93,6 +104,7 @@ pub fn run_length(w: &Workload, replay: Option<Duration>) -> Option<RunLength> {
             let one = one_run(&point, replay)?;
             total.length = total.length.saturating_add(one.length);
             total.bound &= one.bound;
+            total.warmup_requests = total.warmup_requests.saturating_add(one.warmup_requests);
         }
         let pauses = spec.values.len().saturating_sub(1) as u32;
         total.length = total
@@ -115,13 +127,21 @@ pub fn run_length(w: &Workload, replay: Option<Duration>) -> Option<RunLength> {
     Some(one)
 }
 
-/// One plain run of `w` (a sweep's point, a capacity probe).
+/// One plain run of `w` (a sweep's point, a capacity probe), its warm-up counted.
 fn one_run(w: &Workload, replay: Option<Duration>) -> Option<RunLength> {
+    let mut one = measured_phase(w, replay)?;
+    one.warmup_requests = w.warmup_requests;
+    Some(one)
+}
+
+/// [`one_run`]'s measured phase: from the schedule's start to its last send.
+fn measured_phase(w: &Workload, replay: Option<Duration>) -> Option<RunLength> {
     if w.trace.is_some() {
         return replay.map(|length| RunLength {
             length,
             bound: true,
             how: "the selected requests' schedule".into(),
+            warmup_requests: 0,
         });
     }
     let seconds = |d: Duration| canary_core::rate_text::number(d.as_secs_f64());
@@ -140,11 +160,13 @@ fn one_run(w: &Workload, replay: Option<Duration>) -> Option<RunLength> {
                         "{n} requests at {} req/s",
                         canary_core::rate_text::number(r.rate)
                     ),
+                    warmup_requests: 0,
                 }),
                 (Some(d), _) => Some(RunLength {
                     length: d,
                     bound: true,
                     how: format!("benchmark_duration {} s", seconds(d)),
+                    warmup_requests: 0,
                 }),
                 (None, _) => None,
             }
@@ -155,6 +177,7 @@ fn one_run(w: &Workload, replay: Option<Duration>) -> Option<RunLength> {
                 length: d,
                 bound: true,
                 how: format!("benchmark_duration {} s", seconds(d)),
+                warmup_requests: 0,
             }),
             _ => None,
         },
@@ -174,8 +197,23 @@ pub fn overrun_warning(w: &Workload, replay: Option<Duration>) -> Option<String>
         super::Cadence::Every { .. } => ("every", "its period"),
         super::Cadence::Cron { .. } => ("cron", "the shortest gap between two of its firings"),
     };
+    // What the figure leaves out, at the server's pace: said, so "at least" reads as one.
+    let besides = match run.warmup_requests {
+        0 => "; not counted: the answers still in flight after the last send, at the \
+              server's pace"
+            .to_string(),
+        n => format!(
+            "; not counted: {n} warm-up request{} sent one at a time before {}, and the \
+             answers still in flight after the last send, at the server's pace",
+            if n == 1 { "" } else { "s" },
+            match &w.sweep {
+                Some(_) => format!("each point ({} each)", w.warmup_requests),
+                None => "it".to_string(),
+            },
+        ),
+    };
     Some(format!(
-        "workloads.{}.{key}: one run takes {} {} s ({}{}), not less than {between}, {} s: runs \
+        "workloads.{}.{key}: one run takes {} {} s ({}{}{besides}), not less than {between}, {} s: runs \
          never overlap, so each run skips the start after it (on a start_at grid, that grid \
          instant) and the workload runs less often than written; lengthen {key} or shorten the \
          run",

@@ -80,11 +80,14 @@ pub(super) fn validate(
 ) -> Result<Config, ConfigError> {
     let mut errors = Vec::new();
     let mut load_warnings = Vec::new();
-    let state_dir = state_dir(
-        raw.state_dir,
-        std::env::var_os(STATE_DIRECTORY),
-        src,
-        &mut load_warnings,
+    let state_dir = keep(
+        &mut errors,
+        state_dir(
+            raw.state_dir,
+            std::env::var_os(STATE_DIRECTORY),
+            src,
+            &mut load_warnings,
+        ),
     );
     let mut targets = BTreeMap::new();
     let mut bad_targets = dropped.targets.clone();
@@ -120,8 +123,21 @@ pub(super) fn validate(
         return Err(e);
     }
     // Each `None` above pushed its error, so with none these are all set.
-    let (Some(baseline), Some(retention_runs), Some(retention_age), Some(otlp), Some(telemetry)) =
-        (baseline, retention_runs, retention_age, otlp, telemetry)
+    let (
+        Some(state_dir),
+        Some(baseline),
+        Some(retention_runs),
+        Some(retention_age),
+        Some(otlp),
+        Some(telemetry),
+    ) = (
+        state_dir,
+        baseline,
+        retention_runs,
+        retention_age,
+        otlp,
+        telemetry,
+    )
     else {
         return Err(src.err(None, "a section failed without saying why".into()));
     };
@@ -159,38 +175,80 @@ const STATE_DIRECTORY: &str = "STATE_DIRECTORY";
 /// Where state goes when neither `state_dir` nor `$STATE_DIRECTORY` says.
 const DEFAULT_STATE_DIR: &str = "/var/lib/canaryd";
 
-/// `state_dir`, else systemd's `$STATE_DIRECTORY` (`from_env`), else `/var/lib/canaryd`. An
-/// empty or non-UTF-8 variable is warned about and not taken: it made the state folder the
-/// working folder (`""`), without a word.
+/// Whether `$STATE_DIRECTORY` (`value`) says where state goes: its first entry is not empty.
+/// An empty one is as none (warned about where a file is read); the embedded default asks
+/// this too, so an empty one keeps its `./canaryd-data` as no variable does.
+pub(crate) fn state_directory_given(value: Option<&std::ffi::OsStr>) -> bool {
+    value.is_some_and(|v| !first_entry(v).trim_ascii().is_empty())
+}
+
+/// The first of systemd's ':'-separated list, as bytes (a path need not be UTF-8).
+fn first_entry(v: &std::ffi::OsStr) -> &[u8] {
+    let b = v.as_encoded_bytes();
+    b.split(|&c| c == b':').next().unwrap_or_default()
+}
+
+/// `state_dir`, else systemd's `$STATE_DIRECTORY` (`from_env`), else `/var/lib/canaryd`.
+///
+/// A variable is taken as the folder it names or refused, never swapped for another folder:
+/// one that names none (empty) is as none, warned about (it made the state folder the working
+/// folder, `""`, without a word); one that names a folder canaryd will not use is an error at
+/// start, before any state is written. Relative: systemd always sets an absolute path, so a
+/// relative one was set by hand, and taking it would put the history database under whatever
+/// folder the daemon happened to start in (`/` under most service managers); started from
+/// elsewhere next time, it would find no history and judge against no baseline, without a
+/// word. Resolving it against the working folder with a warning would keep that trap; an
+/// error costs one edit. Not UTF-8: it used to be swapped for the default with a warning,
+/// moving the history away from the folder asked for; it is refused instead, as a relative
+/// one is (a `state_dir` in the file is UTF-8 too: TOML holds only text).
 fn state_dir(
     set: Option<PathBuf>,
     from_env: Option<std::ffi::OsString>,
     src: &Source,
     warnings: &mut Vec<String>,
-) -> PathBuf {
+) -> Result<PathBuf, ConfigError> {
     if let Some(p) = set {
-        return src.rel(p);
+        return Ok(src.rel(p));
     }
     let Some(v) = from_env else {
-        return PathBuf::from(DEFAULT_STATE_DIR);
+        return Ok(PathBuf::from(DEFAULT_STATE_DIR));
+    };
+    if !state_directory_given(Some(&v)) {
+        warnings.push(format!(
+            "{STATE_DIRECTORY} is set but empty; state goes to {DEFAULT_STATE_DIR}, as with no \
+             {STATE_DIRECTORY} (set state_dir in {} to choose)",
+            src.file.display()
+        ));
+        return Ok(PathBuf::from(DEFAULT_STATE_DIR));
+    }
+    let refuse = |what: String| {
+        src.err(
+            None,
+            format!(
+                "{STATE_DIRECTORY} {what}; set it to an absolute path, or set state_dir in {}",
+                src.file.display()
+            ),
+        )
     };
     // systemd may pass several, separated by ':'; the first is ours.
-    let first = v.to_str().map(|s| s.split(':').next().unwrap_or_default());
-    match first {
-        Some(p) if !p.trim().is_empty() => PathBuf::from(p),
-        bad => {
-            let what = match bad {
-                None => "is not UTF-8",
-                Some(_) => "is set but empty",
-            };
-            warnings.push(format!(
-                "{STATE_DIRECTORY} {what}; state goes to {DEFAULT_STATE_DIR}, as with no \
-                 {STATE_DIRECTORY} (set state_dir in {} to choose)",
-                src.file.display()
-            ));
-            PathBuf::from(DEFAULT_STATE_DIR)
-        }
+    let Ok(p) = std::str::from_utf8(first_entry(&v)) else {
+        return Err(refuse(format!(
+            "is not UTF-8, {}: a state folder is taken as text, as state_dir in a file is",
+            String::from_utf8_lossy(first_entry(&v))
+        )));
+    };
+    let p = PathBuf::from(p);
+    if p.is_relative() {
+        let resolved = std::env::current_dir()
+            .map(|cwd| cwd.join(&p).display().to_string())
+            .unwrap_or_else(|e| format!("the working folder, which cannot be read: {e}"));
+        return Err(refuse(format!(
+            "is a relative path, {}: state would go to {resolved}, under whatever folder the \
+             daemon was started in (systemd's StateDirectory= always sets an absolute one)",
+            p.display()
+        )));
     }
+    Ok(p)
 }
 
 /// `[baseline]`, with `min_runs` not above `runs`.
@@ -328,7 +386,7 @@ mod state_dir_tests {
             base: Path::new("/etc/canaryd"),
         };
         let mut warnings = Vec::new();
-        let got = state_dir(None, Some("".into()), &src, &mut warnings);
+        let got = state_dir(None, Some("".into()), &src, &mut warnings).unwrap();
         assert_eq!(got, Path::new("/var/lib/canaryd"));
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(
@@ -343,15 +401,99 @@ mod state_dir_tests {
             Some("/var/lib/a:/var/lib/b".into()),
             &src,
             &mut warnings,
-        );
+        )
+        .unwrap();
         assert_eq!(
             (got.as_path(), warnings.len()),
             (Path::new("/var/lib/a"), 0)
         );
-        let got = state_dir(None, None, &src, &mut warnings);
+        let got = state_dir(None, None, &src, &mut warnings).unwrap();
         assert_eq!(
             (got.as_path(), warnings.len()),
             (Path::new("/var/lib/canaryd"), 0)
+        );
+    }
+
+    /// A relative `$STATE_DIRECTORY` (systemd sets an absolute one) put the history under
+    /// whatever folder the daemon started in, without a word: an error naming the variable,
+    /// its value, the folder it would have meant and the file's `state_dir` to set instead.
+    /// A relative first entry of systemd's list is the same; a `state_dir` in the file wins
+    /// over the variable, so then the variable is not looked at.
+    /// A `$STATE_DIRECTORY` that is not UTF-8 was swapped for `/var/lib/canaryd` with a
+    /// warning, the history moved away from the folder asked for: refused, as a relative one
+    /// is. One that names no folder (empty, blank, an empty first entry) is as none, and the
+    /// embedded default (`state_directory_given`) reads it the same way.
+    #[test]
+    fn a_state_directory_is_taken_or_refused_never_swapped_for_another_folder() {
+        use std::os::unix::ffi::OsStrExt;
+        let src = Source {
+            text: "",
+            file: Path::new("/etc/canaryd/canaryd.toml"),
+            base: Path::new("/etc/canaryd"),
+        };
+        let bad = std::ffi::OsStr::from_bytes(b"/var/lib/caf\xe9");
+        let mut warnings = Vec::new();
+        let err = state_dir(None, Some(bad.into()), &src, &mut warnings)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("STATE_DIRECTORY is not UTF-8, /var/lib/caf\u{fffd}: "),
+            "{err}"
+        );
+        assert!(warnings.is_empty(), "{warnings:?}");
+        for empty in ["", "  ", ":/var/lib/b"] {
+            let mut warnings = Vec::new();
+            let got = state_dir(None, Some(empty.into()), &src, &mut warnings).unwrap();
+            assert_eq!(
+                (got.as_path(), warnings.len()),
+                (Path::new("/var/lib/canaryd"), 1),
+                "{empty:?}"
+            );
+            assert!(!state_directory_given(Some(empty.as_ref())), "{empty:?}");
+        }
+        assert!(!state_directory_given(None));
+        assert!(state_directory_given(Some("/var/lib/a".as_ref())));
+        assert!(state_directory_given(Some(bad)));
+    }
+
+    #[test]
+    fn a_relative_state_directory_is_an_error_naming_both_paths() {
+        let src = Source {
+            text: "",
+            file: Path::new("/etc/canaryd/canaryd.toml"),
+            base: Path::new("/etc/canaryd"),
+        };
+        let cwd = std::env::current_dir().unwrap();
+        for value in ["canaryd-state", "canaryd-state:/var/lib/b"] {
+            let mut warnings = Vec::new();
+            let err = state_dir(None, Some(value.into()), &src, &mut warnings)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!(
+                    "STATE_DIRECTORY is a relative path, canaryd-state: state would go to {}, \
+                     under whatever folder the daemon was started in",
+                    cwd.join("canaryd-state").display()
+                )),
+                "{err}"
+            );
+            assert!(
+                err.contains("or set state_dir in /etc/canaryd/canaryd.toml"),
+                "{err}"
+            );
+            assert!(warnings.is_empty(), "{warnings:?}");
+        }
+        let mut warnings = Vec::new();
+        let got = state_dir(
+            Some("/srv/canaryd".into()),
+            Some("canaryd-state".into()),
+            &src,
+            &mut warnings,
+        )
+        .unwrap();
+        assert_eq!(
+            (got.as_path(), warnings.len()),
+            (Path::new("/srv/canaryd"), 0)
         );
     }
 }

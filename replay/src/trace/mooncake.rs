@@ -106,6 +106,7 @@ where
     M: for<'de> Deserialize<'de> + Into<Messages>,
 {
     let mut sessions = Sessions::default();
+    let mut ignored_delays = IgnoredDelays::default();
     let mut num = itoa_buf();
     let limit = rows.opts.length_limit;
     let prompts = rows.opts.prompts;
@@ -123,11 +124,7 @@ where
                 let line = req.line;
                 // Only a later turn is timed by its delay: said, as it changes nothing.
                 if req.turn == 0 && req.delay_us().is_some_and(|d| d > 0) {
-                    rows.report.warn(format_args!(
-                        "{}:{line}: field \"delay\": ignored: the row is not a later turn of a \
-                         session (a first turn, or no session_id), so it is sent at its timestamp",
-                        rows.path.display()
-                    ));
+                    ignored_delays.add(line);
                 }
                 rows.push(req)?;
                 if skipped_prompt {
@@ -137,7 +134,54 @@ where
             Err(e) => rows.reject(e)?,
         }
     }
+    ignored_delays.warn(rows);
     Ok(())
+}
+
+/// Rows whose `delay` is ignored (a first turn, or no session): said once per trace, not once
+/// per row (a trace that sets `delay` on every row had one warning per row, the report's
+/// warning cap filled with them and every other warning omitted).
+#[derive(Default)]
+struct IgnoredDelays {
+    /// Exact.
+    count: u64,
+    /// The first [`IgnoredDelays::SHOWN`] lines, in file order.
+    first: Vec<u32>,
+}
+
+impl IgnoredDelays {
+    /// Lines named in the warning at most.
+    const SHOWN: usize = 5;
+
+    fn add(&mut self, line: u32) {
+        self.count += 1;
+        if self.first.len() < Self::SHOWN {
+            self.first.push(line);
+        }
+    }
+
+    fn warn(self, rows: &mut Rows<'_>) {
+        if self.count == 0 {
+            return;
+        }
+        let lines: Vec<String> = self.first.iter().map(u32::to_string).collect();
+        let (rows_word, lines_word) = match self.count {
+            1 => ("row", "line"),
+            _ => ("rows", "lines"),
+        };
+        let more = match self.count - self.first.len() as u64 {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        rows.report.warn(format_args!(
+            "{}: field \"delay\": ignored on {} {rows_word} ({lines_word} {}{more}): a row that \
+             is not a later turn of a session (a first turn, or no session_id) is sent at its \
+             timestamp",
+            rows.path.display(),
+            self.count,
+            lines.join(", "),
+        ));
+    }
 }
 
 fn itoa_buf() -> String {

@@ -164,3 +164,41 @@ fn a_runtime_canaryd_did_not_build_is_unknown_not_guessed() {
     assert!(c.value().is_none(), "{c:?}");
     assert!(context().value().is_none(), "outside any runtime");
 }
+
+/// `CANARYD_REALTIME_WORKERS_MAX` read as the workers take it and as the daemon warns about
+/// it, from one parse: a whole number limits, anything else raises every worker and is the
+/// one value warned about (never shown).
+#[test]
+fn the_max_threads_variable_is_a_limit_or_a_warning_from_one_parse() {
+    use super::MaxThreadsEnv;
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let unset = MaxThreadsEnv::parse(None);
+    assert_eq!((unset.limit(), unset.warning()), (usize::MAX, None));
+    let two = MaxThreadsEnv::parse(Some(OsStr::new("2")));
+    assert_eq!(
+        (two, two.limit(), two.warning()),
+        (MaxThreadsEnv::Set(2), 2, None)
+    );
+    for bad in [
+        OsStr::new("-3"),
+        OsStr::new(" 2"),
+        OsStr::new(""),
+        OsStr::from_bytes(b"\xff"),
+    ] {
+        let got = MaxThreadsEnv::parse(Some(bad));
+        assert_eq!(
+            (got, got.limit()),
+            (MaxThreadsEnv::Invalid, usize::MAX),
+            "{bad:?}"
+        );
+        let w = got.warning().unwrap();
+        assert!(
+            w.starts_with(
+                "CANARYD_REALTIME_WORKERS_MAX is not a whole number of 0 or more (the value is \
+                 not shown)"
+            ),
+            "{w}"
+        );
+    }
+}

@@ -61,9 +61,11 @@ fn a_runs_length_is_a_bound_or_an_estimate_or_not_known() {
     let w = workload("request_rate = 1\nrequest_count = 1000\nbenchmark_duration = \"2m\"\n");
     let r = run_length(&w, None).unwrap();
     assert_eq!((r.length, r.bound), (Duration::from_secs(120), true));
-    assert!(overrun_warning(&w, None)
-        .unwrap()
-        .starts_with("workloads.w.every: one run takes at least 120 s (benchmark_duration 120 s)"));
+    assert!(overrun_warning(&w, None).unwrap().starts_with(
+        "workloads.w.every: one run takes at least 120 s (benchmark_duration 120 s; not counted: \
+         the answers still in flight after the last send, at the server's pace), not less than \
+         its period, 60 s"
+    ));
     let w = workload("concurrency = 4\nrequest_count = 1000\n");
     assert_eq!(run_length(&w, None), None);
     // Three points of 20 s and two cooldowns of 5 s.
@@ -82,4 +84,54 @@ fn a_runs_length_is_a_bound_or_an_estimate_or_not_known() {
     let r = run_length(&w, Some(Duration::from_secs(10))).unwrap();
     assert_eq!((r.length, r.bound), (Duration::from_secs(15), true));
     assert_eq!(run_length(&w, None), None);
+}
+
+/// The overrun warning's figure leaves out what a run spends at the server's pace, its
+/// warm-up requests (each sweep point has its own) and the answers in flight after its last
+/// send: it says so, with the warm-up's exact count, and stays "at least" (a bound) or
+/// "about" (an estimate). A stop's grace period is not a run's: never in it.
+#[test]
+fn the_overrun_warning_says_what_its_figure_leaves_out() {
+    use crate::config::run_length::overrun_warning;
+    let workload = |keys: &str| {
+        let text = format!(
+            "[targets.t]\nurl = \"http://127.0.0.1:1\"\nmodel = \"m\"\n[workloads.w]\n\
+             target = \"t\"\nevery = \"1m\"\ngrace_period = \"20s\"\n{keys}"
+        );
+        parse(&text).unwrap().workloads.remove(0)
+    };
+    let w = workload("request_rate = 1\nbenchmark_duration = \"2m\"\nwarmup_requests = 8\n");
+    let got = overrun_warning(&w, None).unwrap();
+    assert!(
+        got.starts_with(
+            "workloads.w.every: one run takes at least 120 s (benchmark_duration 120 s; not \
+             counted: 8 warm-up requests sent one at a time before it, and the answers still in \
+             flight after the last send, at the server's pace), not less than its period, 60 s"
+        ),
+        "{got}"
+    );
+    // An estimate stays one; one warm-up request is one.
+    let w = workload("request_rate = 1\nrequest_count = 90\nwarmup_requests = 1\n");
+    let got = overrun_warning(&w, None).unwrap();
+    assert!(
+        got.starts_with(
+            "workloads.w.every: one run takes about 90 s (90 requests at 1 req/s, an estimate; \
+             not counted: 1 warm-up request sent one at a time before it, and the answers"
+        ),
+        "{got}"
+    );
+    // Each of a sweep's points warms up: 3 points of 4 requests.
+    let w = workload(
+        "kind = \"sweep\"\nrequest_rate = 1\nbenchmark_duration = \"20s\"\n\
+         sweep_request_rate = [1, 2, 4]\ncooldown = \"5s\"\nwarmup_requests = 4\n",
+    );
+    let got = overrun_warning(&w, None).unwrap();
+    assert!(
+        got.contains(
+            "at least 70 s (its 3 points and 2 cooldowns; not counted: 12 warm-up requests sent \
+             one at a time before each point (4 each),"
+        ),
+        "{got}"
+    );
+    assert!(!got.contains("grace"), "{got}");
 }
