@@ -196,6 +196,30 @@ async fn replay_configured(
     (labels, outcome)
 }
 
+/// A passing run of [`replay_configured`] (no kernel timing, `tweak` applied) into `out`,
+/// exported through an exporter to a receiver of its own (metrics sent at its shutdown only),
+/// which shuts down clean: the receiver and the run.
+async fn exported_run(
+    sim: &canary_sim::SimHandle,
+    out: &Path,
+    tweak: impl FnOnce(&mut canary_replay::Config),
+) -> (Receiver, canary_core::RunOutcome) {
+    let receiver = Receiver::start().await;
+    let config = Config {
+        endpoint: Some(receiver.url()),
+        metrics_interval: Duration::from_secs(60),
+        ..Config::default()
+    };
+    let exporter = OtlpExporter::start(config).unwrap();
+    let (labels, outcome) = replay_configured(sim, &exporter, out, None, tweak).await;
+    exporter.export_run(&labels, &outcome, Some("pass"));
+    let report = tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    (receiver, outcome)
+}
+
 fn records(out: &Path) -> Vec<RequestRecord> {
     std::fs::read_to_string(out.join("records.jsonl"))
         .unwrap()
@@ -424,25 +448,12 @@ async fn spans_and_metrics_match_the_records_and_the_server_saw_the_same_ids() {
 async fn latency_points_and_spans_say_whether_their_times_are_exact_or_bounds() {
     let sim = sim().await;
     for timestamps_off in [true, false] {
-        let receiver = Receiver::start().await;
         let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            endpoint: Some(receiver.url()),
-            metrics_interval: Duration::from_secs(60),
-            ..Config::default()
-        };
-        let exporter = OtlpExporter::start(config).unwrap();
-        let (labels, outcome) = replay_configured(&sim, &exporter, dir.path(), None, |c| {
+        let (receiver, outcome) = exported_run(&sim, dir.path(), |c| {
             c.target.kernel_timestamps = !timestamps_off;
             c.slice_duration = Some(Duration::from_millis(100));
         })
         .await;
-        exporter.export_run(&labels, &outcome, Some("pass"));
-        let report =
-            tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(20)))
-                .await
-                .unwrap();
-        assert!(report.is_clean(), "{report:?}");
         let recs = records(dir.path());
         assert!(recs.iter().all(|r| r.status == Status::Ok));
         // What the records say: a time is exact only when the kernel stamped it exactly.
@@ -555,27 +566,14 @@ async fn latency_points_and_spans_say_whether_their_times_are_exact_or_bounds() 
 async fn goodput_judged_on_bounds_goes_out_with_its_bounds_and_kinds() {
     let sim = sim().await;
     for timestamps_off in [true, false] {
-        let receiver = Receiver::start().await;
         let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            endpoint: Some(receiver.url()),
-            metrics_interval: Duration::from_secs(60),
-            ..Config::default()
-        };
-        let exporter = OtlpExporter::start(config).unwrap();
-        let (labels, outcome) = replay_configured(&sim, &exporter, dir.path(), None, |c| {
+        let (receiver, outcome) = exported_run(&sim, dir.path(), |c| {
             c.target.kernel_timestamps = !timestamps_off;
             c.goodput = "time_to_first_token:100000 inter_token_latency:100000"
                 .parse()
                 .unwrap();
         })
         .await;
-        exporter.export_run(&labels, &outcome, Some("pass"));
-        let report =
-            tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(20)))
-                .await
-                .unwrap();
-        assert!(report.is_clean(), "{report:?}");
         let s = &outcome.summary;
         let g = s.goodput.as_ref().unwrap();
         let (lo, hi) = (
