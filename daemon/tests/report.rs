@@ -155,32 +155,12 @@ fn a_queueing_run_shows_its_diagnosis_evidence_and_interval() {
     let (_sim, port) = common::sim_with_profile(dir, r#"{"profile": "capacity"}"#, &[]);
     let trace = common::shared("traces/mooncake_conversation_first2000.jsonl");
     let url = format!("http://127.0.0.1:{port}");
-    ok(&canaryd(
-        &[
-            "replay",
-            "--trace",
-            trace.to_str().unwrap(),
-            "--url",
-            &url,
-            "--model",
-            "canary-sim",
-            "--no-ebpf",
-            "--no-nvml",
-            "--server-metrics-interval",
-            "100ms",
-            "--output-dir",
-            "q",
-            "--speedup",
-            "60",
-            "--max-requests",
-            "300",
-            "--max-input-tokens",
-            "32",
-            "--max-output-tokens",
-            "16",
-        ],
-        dir,
-    ));
+    let mut args = vec!["replay", "--trace", trace.to_str().unwrap(), "--url", &url];
+    args.extend(["--model", "canary-sim", "--no-ebpf", "--no-nvml"]);
+    args.extend(["--server-metrics-interval", "100ms", "--output-dir", "q"]);
+    args.extend(["--speedup", "60", "--max-requests", "300"]);
+    args.extend(["--max-input-tokens", "32", "--max-output-tokens", "16"]);
+    ok(&canaryd(&args, dir));
     let summary: Value =
         serde_json::from_slice(&std::fs::read(dir.join("q/summary.json")).unwrap()).unwrap();
     let d = &summary["diagnosis"];
