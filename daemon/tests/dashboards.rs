@@ -895,52 +895,55 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     // fails an SLO no request can meet. Both label sets' last samples are within the range;
     // the stats show the newest one's state alone, once per workload and host (two
     // confidences on the joined side would fail the whole query).
-    let out = to_vm(
-        Command::new(CANARYD)
-            .args(["profile", "--trace", trace.to_str().unwrap()])
-            .args([
-                "--url",
-                &format!("http://127.0.0.1:{plain_port}"),
-                "--model",
-                "canary-sim-2",
-            ])
-            .args([
-                "--speedup",
-                "1",
-                "--output-dir",
-                "out2",
-                "--workload",
-                workload,
-            ])
-            .args([
-                "--goodput",
-                "time_to_first_token:0.001",
-                "--min-good-fraction",
-                "0.5",
-                "--otlp-metrics-interval",
-                "500ms",
-            ])
-            .args(["--no-nvml"]),
-        vm_port,
-        dir.path(),
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "a failed gate: {}",
-        common::text(&out)
-    );
-    let (status, _) = get(vm_port, "/internal/force_flush");
-    assert!(status.contains("200"), "{status}");
+    // Each run of that label set fails its gate (exit 3) and is flushed into the store; its
+    // summary.json is what the panels must show.
+    let failing_run = |out: &str, extra: &[&str]| -> serde_json::Value {
+        let o = to_vm(
+            Command::new(CANARYD)
+                .args(["profile", "--trace", trace.to_str().unwrap()])
+                .args([
+                    "--url",
+                    &format!("http://127.0.0.1:{plain_port}"),
+                    "--model",
+                    "canary-sim-2",
+                ])
+                .args([
+                    "--speedup",
+                    "1",
+                    "--output-dir",
+                    out,
+                    "--workload",
+                    workload,
+                ])
+                .args([
+                    "--goodput",
+                    "time_to_first_token:0.001",
+                    "--min-good-fraction",
+                    "0.5",
+                    "--otlp-metrics-interval",
+                    "500ms",
+                ])
+                .args(extra),
+            vm_port,
+            dir.path(),
+        );
+        assert_eq!(
+            o.status.code(),
+            Some(3),
+            "a failed gate: {}",
+            common::text(&o)
+        );
+        let (status, _) = get(vm_port, "/internal/force_flush");
+        assert!(status.contains("200"), "{status}");
+        common::json(&dir.path().join(out).join("summary.json"))
+    };
+    let summary2 = failing_run("out2", &["--no-nvml"]);
     let series = query_instant(vm_port, &fill(verdict["expr"].as_str().unwrap()));
     assert_eq!(series.len(), 1, "{series:?}");
     assert_eq!(
         series[0]["metric"]["canary_run_verdict"], "fail",
         "{series:?}"
     );
-    let summary2: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("out2/summary.json")).unwrap())
-            .unwrap();
     let class2 = summary2["diagnosis"]["class"].as_str();
     assert_ne!(
         class2,
@@ -973,35 +976,10 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     // The goodput panels' bound bands: a run whose every judgement rests on a bound (receive
     // timestamps off, so each TTFT is canaryd's read, an upper bound, against an SLO no
     // request meets: each miss might be a meet), as the second run's label set.
-    let out = to_vm(
-        Command::new(CANARYD)
-            .args(["profile", "--trace", trace.to_str().unwrap()])
-            .args([
-                "--url",
-                &format!("http://127.0.0.1:{plain_port}"),
-                "--model",
-                "canary-sim-2",
-            ])
-            .args(["--speedup", "1", "--output-dir", "out3"])
-            .args(["--workload", workload, "--no-kernel-timestamps"])
-            .args([
-                "--goodput",
-                "time_to_first_token:0.001",
-                "--min-good-fraction",
-                "0.5",
-                "--otlp-metrics-interval",
-                "500ms",
-            ])
-            .args(["--no-nvml", "--no-ebpf"]),
-        vm_port,
-        dir.path(),
+    let summary3 = failing_run(
+        "out3",
+        &["--no-kernel-timestamps", "--no-nvml", "--no-ebpf"],
     );
-    assert_eq!(out.status.code(), Some(3), "{}", common::text(&out));
-    let (status, _) = get(vm_port, "/internal/force_flush");
-    assert!(status.contains("200"), "{status}");
-    let summary3: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("out3/summary.json")).unwrap())
-            .unwrap();
     let g = &summary3["goodput"];
     let (low, high) = (
         g["good_requests_at_least"].as_f64().unwrap(),
