@@ -196,14 +196,8 @@ async fn replay_configured(
     (labels, outcome)
 }
 
-/// A passing run of [`replay_configured`] (no kernel timing, `tweak` applied) into `out`,
-/// exported through an exporter to a receiver of its own (metrics sent at its shutdown only),
-/// which shuts down clean: the receiver and the run.
-async fn exported_run(
-    sim: &canary_sim::SimHandle,
-    out: &Path,
-    tweak: impl FnOnce(&mut canary_replay::Config),
-) -> (Receiver, canary_core::RunOutcome) {
+/// A receiver, and an exporter to it whose metrics go out at its shutdown only.
+async fn exporter_to_receiver() -> (Receiver, OtlpExporter) {
     let receiver = Receiver::start().await;
     let config = Config {
         endpoint: Some(receiver.url()),
@@ -211,6 +205,18 @@ async fn exported_run(
         ..Config::default()
     };
     let exporter = OtlpExporter::start(config).unwrap();
+    (receiver, exporter)
+}
+
+/// A passing run of [`replay_configured`] (no kernel timing, `tweak` applied) into `out`,
+/// exported through [`exporter_to_receiver`]'s exporter, which shuts down clean: the receiver
+/// and the run.
+async fn exported_run(
+    sim: &canary_sim::SimHandle,
+    out: &Path,
+    tweak: impl FnOnce(&mut canary_replay::Config),
+) -> (Receiver, canary_core::RunOutcome) {
+    let (receiver, exporter) = exporter_to_receiver().await;
     let (labels, outcome) = replay_configured(sim, &exporter, out, None, tweak).await;
     exporter.export_run(&labels, &outcome, Some("pass"));
     let report = tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(20)))
@@ -733,13 +739,7 @@ async fn the_last_diagnosis_is_a_state_set_that_follows_the_runs() {
     // from a simulator restarted on the same port, one whose every request gets a 503
     // (target-errors).
     let clean = sim().await;
-    let receiver = Receiver::start().await;
-    let config = Config {
-        endpoint: Some(receiver.url()),
-        metrics_interval: Duration::from_secs(60),
-        ..Config::default()
-    };
-    let exporter = OtlpExporter::start(config).unwrap();
+    let (receiver, exporter) = exporter_to_receiver().await;
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (labels, first) = replay(&clean, &exporter, d1.path()).await;
     exporter.export_run(&labels, &first, None);
@@ -913,14 +913,8 @@ async fn sampled_spans_are_exactly_those_the_server_was_told_to_sample() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kernel_parts_resolve_tens_of_microseconds_and_keep_connect_apart() {
     let sim = sim().await;
-    let receiver = Receiver::start().await;
+    let (receiver, exporter) = exporter_to_receiver().await;
     let dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        endpoint: Some(receiver.url()),
-        metrics_interval: Duration::from_secs(60),
-        ..Config::default()
-    };
-    let exporter = OtlpExporter::start(config).unwrap();
     let kernel = KernelTiming {
         connect_ms: Some(0.08),
         request_write_ms: Some(0.02),
