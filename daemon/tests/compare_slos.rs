@@ -5,23 +5,8 @@
 
 mod common;
 
+use common::{canaryd, ok};
 use serde_json::Value;
-use std::path::Path;
-use std::process::{Command, Output};
-
-fn canaryd(args: &[&str], cwd: &Path) -> Output {
-    Command::new(common::CANARYD)
-        .args(args)
-        .current_dir(cwd)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("canaryd runs")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "{}", common::text(o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 /// Two experiments of 2 runs each, the same requests on the same simulator, one judged
 /// against a TTFT SLO of 1000 ms, the other of 0.001 ms: every request is good in the first

@@ -13,7 +13,7 @@ use canary_testkit::skip;
 use common::{fake_nvml, shared, spawn_reading_port, CANARYD};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 fn percent_encode(s: &str) -> String {
     s.bytes()
@@ -41,6 +41,20 @@ fn get(port: u16, path_and_query: &str) -> (String, String) {
         head.lines().next().unwrap_or("").to_string(),
         body.to_string(),
     )
+}
+
+/// `cmd` (a canaryd command) run to its end in `dir`, exporting its metrics to the
+/// VictoriaMetrics on `vm_port` and nowhere else, logging warnings only.
+fn to_vm(cmd: &mut Command, vm_port: u16, dir: &Path) -> Output {
+    cmd.env(
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        format!("http://127.0.0.1:{vm_port}/opentelemetry/v1/metrics"),
+    )
+    .env("RUST_LOG", "warn")
+    .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+    .current_dir(dir)
+    .output()
+    .unwrap()
 }
 
 /// Unix time, whole seconds.
@@ -96,6 +110,16 @@ fn value(series: &serde_json::Value) -> f64 {
         .as_str()
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no value: {series}"))
+}
+
+/// Each series' value beside its label `label`, sorted by the label.
+fn by_label(series: &[serde_json::Value], label: &str) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = series
+        .iter()
+        .map(|s| (s["metric"][label].as_str().unwrap().to_string(), value(s)))
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
 }
 
 /// Writes samples in Prometheus' text format (`name{labels} value unix_ms` lines) into
@@ -249,53 +273,48 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     let trace = shared("traces/mooncake_arxiv_first20.jsonl");
     let workload = "dashboard-test";
     // `profile --trace`: `replay` with the load-shape flags, cancellation among them.
-    let out = Command::new(CANARYD)
-        .args(["profile", "--trace", trace.to_str().unwrap()])
-        .args([
-            "--url",
-            &format!("http://127.0.0.1:{sim_port}"),
-            "--model",
-            "canary-sim",
-        ])
-        // The 20 rows span 3.1 s of trace time: several metric exports at 500 ms.
-        .args([
-            "--speedup",
-            "1",
-            "--output-dir",
-            "out",
-            "--workload",
-            workload,
-        ])
-        // Generous SLOs: the goodput panel needs good requests however loaded the machine
-        // is (50 ms once left none on a busy CI host, and the panel had no data). One per
-        // latency panel, each of which draws its SLO.
-        .args([
-            "--goodput",
-            "time_to_first_token:5000 inter_token_latency:5000 request_latency:60000 \
-             time_to_first_output_token:5000",
-            "--otlp-metrics-interval",
-            "500ms",
-        ])
-        .args([
-            "--nvml-lib",
-            nvml.to_str().unwrap(),
-            "--gpu-interval",
-            "20ms",
-        ])
-        .args(["--server-metrics-interval", "100ms"])
-        // Timeslices for the slice panel: several over the 3.1 s of the trace.
-        .args(["--slice-duration", "1s"])
-        // Picked by a hash of the seed and the index: the same requests every time.
-        .args(["--request-cancellation-rate", "20"])
-        .env(
-            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-            format!("http://127.0.0.1:{vm_port}/opentelemetry/v1/metrics"),
-        )
-        .env("RUST_LOG", "warn")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
+    let out = to_vm(
+        Command::new(CANARYD)
+            .args(["profile", "--trace", trace.to_str().unwrap()])
+            .args([
+                "--url",
+                &format!("http://127.0.0.1:{sim_port}"),
+                "--model",
+                "canary-sim",
+            ])
+            // The 20 rows span 3.1 s of trace time: several metric exports at 500 ms.
+            .args([
+                "--speedup",
+                "1",
+                "--output-dir",
+                "out",
+                "--workload",
+                workload,
+            ])
+            // Generous SLOs: the goodput panel needs good requests however loaded the machine
+            // is (50 ms once left none on a busy CI host, and the panel had no data). One per
+            // latency panel, each of which draws its SLO.
+            .args([
+                "--goodput",
+                "time_to_first_token:5000 inter_token_latency:5000 request_latency:60000 \
+                 time_to_first_output_token:5000",
+                "--otlp-metrics-interval",
+                "500ms",
+            ])
+            .args([
+                "--nvml-lib",
+                nvml.to_str().unwrap(),
+                "--gpu-interval",
+                "20ms",
+            ])
+            .args(["--server-metrics-interval", "100ms"])
+            // Timeslices for the slice panel: several over the 3.1 s of the trace.
+            .args(["--slice-duration", "1s"])
+            // Picked by a hash of the seed and the index: the same requests every time.
+            .args(["--request-cancellation-rate", "20"]),
+        vm_port,
+        dir.path(),
+    );
     let log = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -316,34 +335,29 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     // against a simulator without faults, addressed as `localhost` so that its runs stay
     // out of the replay's panels (they select server_address 127.0.0.1).
     let (_plain_sim, plain_port) = common::sim(&[]);
-    let out = Command::new(CANARYD)
-        .args(["sweep", "--find-max-rate", "--max-runs", "2"])
-        .args([
-            "--url",
-            &format!("http://localhost:{plain_port}"),
-            "--model",
-            "canary-sim",
-            "--workload",
-            workload,
-        ])
-        .args(["--request-rate", "10", "--benchmark-duration", "1s"])
-        .args([
-            "--slo",
-            "request_latency:60000",
-            "--min-good-fraction",
-            "0.5",
-        ])
-        .args(["--isl", "32", "--osl", "8", "--output-dir", "capacity"])
-        .args(["--no-nvml", "--no-ebpf"])
-        .env(
-            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-            format!("http://127.0.0.1:{vm_port}/opentelemetry/v1/metrics"),
-        )
-        .env("RUST_LOG", "warn")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
+    let out = to_vm(
+        Command::new(CANARYD)
+            .args(["sweep", "--find-max-rate", "--max-runs", "2"])
+            .args([
+                "--url",
+                &format!("http://localhost:{plain_port}"),
+                "--model",
+                "canary-sim",
+                "--workload",
+                workload,
+            ])
+            .args(["--request-rate", "10", "--benchmark-duration", "1s"])
+            .args([
+                "--slo",
+                "request_latency:60000",
+                "--min-good-fraction",
+                "0.5",
+            ])
+            .args(["--isl", "32", "--osl", "8", "--output-dir", "capacity"])
+            .args(["--no-nvml", "--no-ebpf"]),
+        vm_port,
+        dir.path(),
+    );
     assert!(out.status.success(), "{}", common::text(&out));
     // A daemon's sweep workload of the same name, for the knee panel: closed loops of 8 and
     // 32 users against the capacity profile (8 slots, so the knee is at 8), one short run.
@@ -819,16 +833,7 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
         &format!("\"{workload}|{skipper}\""),
     );
     let series = query_instant(vm_port, &expr);
-    let mut got: Vec<(String, f64)> = series
-        .iter()
-        .map(|s| {
-            (
-                s["metric"]["workload"].as_str().unwrap().to_string(),
-                value(s),
-            )
-        })
-        .collect();
-    got.sort_by(|a, b| a.0.cmp(&b.0));
+    let got = by_label(&series, "workload");
     let skipped = scraped_value(
         &scraped,
         &format!("canaryd_skips_total{{workload=\"{skipper}\"}}"),
@@ -872,16 +877,7 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     assert_eq!(scraped_value(&scraped, "canaryd_export_enabled"), 1.0);
     let drops = overview_query(&all, "Export drops counted by the daemon");
     let series = query_instant(vm_port, &fill(drops["expr"].as_str().unwrap()));
-    let mut got: Vec<(String, f64)> = series
-        .iter()
-        .map(|s| {
-            (
-                s["metric"]["signal"].as_str().unwrap().to_string(),
-                value(s),
-            )
-        })
-        .collect();
-    got.sort_by(|a, b| a.0.cmp(&b.0));
+    let got = by_label(&series, "signal");
     let want: Vec<(String, f64)> = ["logs", "metrics", "spans"]
         .iter()
         .map(|s| {
@@ -899,57 +895,55 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     // fails an SLO no request can meet. Both label sets' last samples are within the range;
     // the stats show the newest one's state alone, once per workload and host (two
     // confidences on the joined side would fail the whole query).
-    let out = Command::new(CANARYD)
-        .args(["profile", "--trace", trace.to_str().unwrap()])
-        .args([
-            "--url",
-            &format!("http://127.0.0.1:{plain_port}"),
-            "--model",
-            "canary-sim-2",
-        ])
-        .args([
-            "--speedup",
-            "1",
-            "--output-dir",
-            "out2",
-            "--workload",
-            workload,
-        ])
-        .args([
-            "--goodput",
-            "time_to_first_token:0.001",
-            "--min-good-fraction",
-            "0.5",
-            "--otlp-metrics-interval",
-            "500ms",
-        ])
-        .args(["--no-nvml"])
-        .env(
-            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-            format!("http://127.0.0.1:{vm_port}/opentelemetry/v1/metrics"),
-        )
-        .env("RUST_LOG", "warn")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "a failed gate: {}",
-        common::text(&out)
-    );
-    let (status, _) = get(vm_port, "/internal/force_flush");
-    assert!(status.contains("200"), "{status}");
+    // Each run of that label set fails its gate (exit 3) and is flushed into the store; its
+    // summary.json is what the panels must show.
+    let failing_run = |out: &str, extra: &[&str]| -> serde_json::Value {
+        let o = to_vm(
+            Command::new(CANARYD)
+                .args(["profile", "--trace", trace.to_str().unwrap()])
+                .args([
+                    "--url",
+                    &format!("http://127.0.0.1:{plain_port}"),
+                    "--model",
+                    "canary-sim-2",
+                ])
+                .args([
+                    "--speedup",
+                    "1",
+                    "--output-dir",
+                    out,
+                    "--workload",
+                    workload,
+                ])
+                .args([
+                    "--goodput",
+                    "time_to_first_token:0.001",
+                    "--min-good-fraction",
+                    "0.5",
+                    "--otlp-metrics-interval",
+                    "500ms",
+                ])
+                .args(extra),
+            vm_port,
+            dir.path(),
+        );
+        assert_eq!(
+            o.status.code(),
+            Some(3),
+            "a failed gate: {}",
+            common::text(&o)
+        );
+        let (status, _) = get(vm_port, "/internal/force_flush");
+        assert!(status.contains("200"), "{status}");
+        common::json(&dir.path().join(out).join("summary.json"))
+    };
+    let summary2 = failing_run("out2", &["--no-nvml"]);
     let series = query_instant(vm_port, &fill(verdict["expr"].as_str().unwrap()));
     assert_eq!(series.len(), 1, "{series:?}");
     assert_eq!(
         series[0]["metric"]["canary_run_verdict"], "fail",
         "{series:?}"
     );
-    let summary2: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("out2/summary.json")).unwrap())
-            .unwrap();
     let class2 = summary2["diagnosis"]["class"].as_str();
     assert_ne!(
         class2,
@@ -982,40 +976,10 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     // The goodput panels' bound bands: a run whose every judgement rests on a bound (receive
     // timestamps off, so each TTFT is canaryd's read, an upper bound, against an SLO no
     // request meets: each miss might be a meet), as the second run's label set.
-    let out = Command::new(CANARYD)
-        .args(["profile", "--trace", trace.to_str().unwrap()])
-        .args([
-            "--url",
-            &format!("http://127.0.0.1:{plain_port}"),
-            "--model",
-            "canary-sim-2",
-        ])
-        .args(["--speedup", "1", "--output-dir", "out3"])
-        .args(["--workload", workload, "--no-kernel-timestamps"])
-        .args([
-            "--goodput",
-            "time_to_first_token:0.001",
-            "--min-good-fraction",
-            "0.5",
-            "--otlp-metrics-interval",
-            "500ms",
-        ])
-        .args(["--no-nvml", "--no-ebpf"])
-        .env(
-            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-            format!("http://127.0.0.1:{vm_port}/opentelemetry/v1/metrics"),
-        )
-        .env("RUST_LOG", "warn")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(3), "{}", common::text(&out));
-    let (status, _) = get(vm_port, "/internal/force_flush");
-    assert!(status.contains("200"), "{status}");
-    let summary3: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("out3/summary.json")).unwrap())
-            .unwrap();
+    let summary3 = failing_run(
+        "out3",
+        &["--no-kernel-timestamps", "--no-nvml", "--no-ebpf"],
+    );
     let g = &summary3["goodput"];
     let (low, high) = (
         g["good_requests_at_least"].as_f64().unwrap(),

@@ -196,6 +196,36 @@ async fn replay_configured(
     (labels, outcome)
 }
 
+/// A receiver, and an exporter to it whose metrics go out at its shutdown only.
+async fn exporter_to_receiver() -> (Receiver, OtlpExporter) {
+    let receiver = Receiver::start().await;
+    let config = Config {
+        endpoint: Some(receiver.url()),
+        metrics_interval: Duration::from_secs(60),
+        ..Config::default()
+    };
+    let exporter = OtlpExporter::start(config).unwrap();
+    (receiver, exporter)
+}
+
+/// A passing run of [`replay_configured`] (no kernel timing, `tweak` applied) into `out`,
+/// exported through [`exporter_to_receiver`]'s exporter, which shuts down clean: the receiver
+/// and the run.
+async fn exported_run(
+    sim: &canary_sim::SimHandle,
+    out: &Path,
+    tweak: impl FnOnce(&mut canary_replay::Config),
+) -> (Receiver, canary_core::RunOutcome) {
+    let (receiver, exporter) = exporter_to_receiver().await;
+    let (labels, outcome) = replay_configured(sim, &exporter, out, None, tweak).await;
+    exporter.export_run(&labels, &outcome, Some("pass"));
+    let report = tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    (receiver, outcome)
+}
+
 fn records(out: &Path) -> Vec<RequestRecord> {
     std::fs::read_to_string(out.join("records.jsonl"))
         .unwrap()
@@ -424,25 +454,12 @@ async fn spans_and_metrics_match_the_records_and_the_server_saw_the_same_ids() {
 async fn latency_points_and_spans_say_whether_their_times_are_exact_or_bounds() {
     let sim = sim().await;
     for timestamps_off in [true, false] {
-        let receiver = Receiver::start().await;
         let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            endpoint: Some(receiver.url()),
-            metrics_interval: Duration::from_secs(60),
-            ..Config::default()
-        };
-        let exporter = OtlpExporter::start(config).unwrap();
-        let (labels, outcome) = replay_configured(&sim, &exporter, dir.path(), None, |c| {
+        let (receiver, outcome) = exported_run(&sim, dir.path(), |c| {
             c.target.kernel_timestamps = !timestamps_off;
             c.slice_duration = Some(Duration::from_millis(100));
         })
         .await;
-        exporter.export_run(&labels, &outcome, Some("pass"));
-        let report =
-            tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(20)))
-                .await
-                .unwrap();
-        assert!(report.is_clean(), "{report:?}");
         let recs = records(dir.path());
         assert!(recs.iter().all(|r| r.status == Status::Ok));
         // What the records say: a time is exact only when the kernel stamped it exactly.
@@ -555,27 +572,14 @@ async fn latency_points_and_spans_say_whether_their_times_are_exact_or_bounds() 
 async fn goodput_judged_on_bounds_goes_out_with_its_bounds_and_kinds() {
     let sim = sim().await;
     for timestamps_off in [true, false] {
-        let receiver = Receiver::start().await;
         let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            endpoint: Some(receiver.url()),
-            metrics_interval: Duration::from_secs(60),
-            ..Config::default()
-        };
-        let exporter = OtlpExporter::start(config).unwrap();
-        let (labels, outcome) = replay_configured(&sim, &exporter, dir.path(), None, |c| {
+        let (receiver, outcome) = exported_run(&sim, dir.path(), |c| {
             c.target.kernel_timestamps = !timestamps_off;
             c.goodput = "time_to_first_token:100000 inter_token_latency:100000"
                 .parse()
                 .unwrap();
         })
         .await;
-        exporter.export_run(&labels, &outcome, Some("pass"));
-        let report =
-            tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(20)))
-                .await
-                .unwrap();
-        assert!(report.is_clean(), "{report:?}");
         let s = &outcome.summary;
         let g = s.goodput.as_ref().unwrap();
         let (lo, hi) = (
@@ -735,13 +739,7 @@ async fn the_last_diagnosis_is_a_state_set_that_follows_the_runs() {
     // from a simulator restarted on the same port, one whose every request gets a 503
     // (target-errors).
     let clean = sim().await;
-    let receiver = Receiver::start().await;
-    let config = Config {
-        endpoint: Some(receiver.url()),
-        metrics_interval: Duration::from_secs(60),
-        ..Config::default()
-    };
-    let exporter = OtlpExporter::start(config).unwrap();
+    let (receiver, exporter) = exporter_to_receiver().await;
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (labels, first) = replay(&clean, &exporter, d1.path()).await;
     exporter.export_run(&labels, &first, None);
@@ -915,14 +913,8 @@ async fn sampled_spans_are_exactly_those_the_server_was_told_to_sample() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kernel_parts_resolve_tens_of_microseconds_and_keep_connect_apart() {
     let sim = sim().await;
-    let receiver = Receiver::start().await;
+    let (receiver, exporter) = exporter_to_receiver().await;
     let dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        endpoint: Some(receiver.url()),
-        metrics_interval: Duration::from_secs(60),
-        ..Config::default()
-    };
-    let exporter = OtlpExporter::start(config).unwrap();
     let kernel = KernelTiming {
         connect_ms: Some(0.08),
         request_write_ms: Some(0.02),

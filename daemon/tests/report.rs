@@ -8,23 +8,9 @@ mod page_file;
 
 use canary_testkit::browser::{chromium, Browser};
 use common::page::{chart, CHARTS};
+use common::{canaryd, ok};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn canaryd(args: &[&str], cwd: &Path) -> Output {
-    Command::new(common::CANARYD)
-        .args(args)
-        .current_dir(cwd)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("canaryd runs")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "{}", common::text(o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 /// A real run: `canaryd demo` with `profile` at `speedup`, its first `n` requests, into
 /// `dir/name`.
@@ -168,21 +154,13 @@ fn a_queueing_run_shows_its_diagnosis_evidence_and_interval() {
     let dir = tmp.path();
     let (_sim, port) = common::sim_with_profile(dir, r#"{"profile": "capacity"}"#, &[]);
     let trace = common::shared("traces/mooncake_conversation_first2000.jsonl");
-    let o = Command::new(common::CANARYD)
-        .args(["replay", "--trace"])
-        .arg(&trace)
-        .args(["--url", &format!("http://127.0.0.1:{port}")])
-        .args(["--model", "canary-sim", "--no-ebpf", "--no-nvml"])
-        .args(["--server-metrics-interval", "100ms", "--output-dir", "q"])
-        .args(["--speedup", "60", "--max-requests", "300"])
-        .args(["--max-input-tokens", "32", "--max-output-tokens", "16"])
-        .current_dir(dir)
-        .env("RUST_LOG", "warn")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .output()
-        .unwrap();
-    ok(&o);
+    let url = format!("http://127.0.0.1:{port}");
+    let mut args = vec!["replay", "--trace", trace.to_str().unwrap(), "--url", &url];
+    args.extend(["--model", "canary-sim", "--no-ebpf", "--no-nvml"]);
+    args.extend(["--server-metrics-interval", "100ms", "--output-dir", "q"]);
+    args.extend(["--speedup", "60", "--max-requests", "300"]);
+    args.extend(["--max-input-tokens", "32", "--max-output-tokens", "16"]);
+    ok(&canaryd(&args, dir));
     let summary: Value =
         serde_json::from_slice(&std::fs::read(dir.join("q/summary.json")).unwrap()).unwrap();
     let d = &summary["diagnosis"];

@@ -14,7 +14,6 @@ mod common;
 
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
 
 /// The label column's least width (daemon/src/cli/report.rs `LABEL_WIDTH`).
 const LABEL_WIDTH: usize = 34;
@@ -69,18 +68,12 @@ const PROSE: [&str; 7] = [
 /// `canaryd replay` of the 20-row trace into `DIR/OUT` with `extra` flags: its stdout.
 fn replay(dir: &Path, url: &str, out: &str, extra: &[&str]) -> String {
     let trace = common::shared("traces/mooncake_arxiv_first20.jsonl");
-    let o = Command::new(common::CANARYD)
-        .args(["replay", "--trace", trace.to_str().unwrap(), "--url", url])
-        .args(["--model", "canary-sim", "--output-dir", out])
-        .args(["--no-nvml", "--no-ebpf"])
-        .args(["--speedup", "10", "--scale-lengths", "0.05"])
-        .args(extra)
-        .current_dir(dir)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("canaryd runs");
-    assert!(o.status.success(), "{}", common::text(&o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    let mut args = vec!["replay", "--trace", trace.to_str().unwrap(), "--url", url];
+    args.extend(["--model", "canary-sim", "--output-dir", out]);
+    args.extend(["--no-nvml", "--no-ebpf"]);
+    args.extend(["--speedup", "10", "--scale-lengths", "0.05"]);
+    args.extend(extra);
+    common::ok(&common::canaryd(&args, dir))
 }
 
 /// Whether the run's first tokens are not all the kernel's exact stamps, as its

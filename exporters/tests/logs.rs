@@ -48,3 +48,8 @@ pub fn lines_with(needle: &str) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// The captured lines that contain any of `needles`, once for each (a secret's parts, say).
+pub fn lines_with_any(needles: &[&str]) -> Vec<String> {
+    needles.iter().flat_map(|s| lines_with(s)).collect()
+}

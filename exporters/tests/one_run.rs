@@ -1,7 +1,9 @@
 //! One run's export, as canaryd makes it: a span per request, the run's metrics and its
 //! judged log event, then the exporter's shutdown and what it reported. Blocking: call it
-//! off the async threads.
+//! off the async threads (`refused_warnings` does).
 
+use crate::logs;
+use crate::receiver::{Answer, Receiver};
 use canary_core::{MonoTime, Observer, RequestRecord};
 use canary_exporters::{Config, ExportReport, OtlpExporter, RunJudgement, RunLabels};
 use std::time::Duration;
@@ -39,4 +41,34 @@ pub fn export_with(
     };
     exporter.export_judged_run(&labels, None, &verdict);
     exporter.shutdown(Duration::from_secs(20))
+}
+
+/// The configuration of an exporter to `url` that authorises with `Bearer {token}`.
+pub fn bearer(url: String, token: &str) -> Config {
+    Config {
+        endpoint: Some(url),
+        headers: vec![("authorization".into(), format!("Bearer {token}"))],
+        timeout: Duration::from_secs(5),
+        ..Config::default()
+    }
+}
+
+/// Starts a collector answering `answer`, and exports a run named `name` of one request to it
+/// through an exporter of `config(the collector's URL)`, handed to `prepare` first; checks the
+/// request's span was dropped, and returns the captured warnings that name the collector
+/// (call `logs::capture` first).
+pub async fn refused_warnings(
+    answer: Answer,
+    name: &str,
+    config: impl FnOnce(String) -> Config,
+    prepare: impl FnOnce(&OtlpExporter) + Send + 'static,
+) -> Vec<String> {
+    let receiver = Receiver::start_answering(0, answer).await;
+    let config = config(receiver.url());
+    let name = name.to_string();
+    let report = tokio::task::spawn_blocking(move || export_with(config, &name, 1, prepare))
+        .await
+        .unwrap();
+    assert_eq!(report.spans_dropped, 1, "{report:?}");
+    logs::lines_with(&receiver.addr.to_string())
 }

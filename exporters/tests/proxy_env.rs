@@ -4,11 +4,11 @@
 //! scrapers connect directly; so does the exporter now. A test binary of its own: it sets
 //! variables of the process, which no other test may see.
 
+#[allow(dead_code)] // the integration tests use the rest of it
+mod common;
 #[allow(dead_code)]
 mod receiver;
 
-use canary_exporters::{Config, OtlpExporter, RunLabels};
-use receiver::Receiver;
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,43 +52,18 @@ fn the_exporter_ignores_proxy_variables_and_connects_to_the_collector() {
     }
     std::env::remove_var("NO_PROXY");
     std::env::remove_var("no_proxy");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let receiver = Receiver::start().await;
-        let config = Config {
-            endpoint: Some(receiver.url()),
-            headers: vec![("authorization".into(), "Bearer OTLP-PROXY-SECRET".into())],
-            timeout: Duration::from_secs(5),
-            ..Config::default()
-        };
-        let report = tokio::task::spawn_blocking(move || {
-            let exporter = OtlpExporter::start(config).unwrap();
-            let labels = RunLabels::new("proxy-env", "chat", "m", "127.0.0.1", 8000);
-            exporter.export_judged_run(&labels, None, &Default::default());
-            exporter.shutdown(Duration::from_secs(20))
-        })
-        .await
-        .unwrap();
-        assert!(report.is_clean(), "{report:?}");
-        let posts = receiver.posts();
-        let paths: Vec<&str> = posts.iter().map(|p| p.path.as_str()).collect();
-        assert!(paths.contains(&"/v1/metrics"), "{paths:?}");
-        assert!(paths.contains(&"/v1/logs"), "{paths:?}");
-        for p in &posts {
-            assert!(
-                p.headers
-                    .iter()
-                    .any(|(k, v)| k == "authorization" && v == "Bearer OTLP-PROXY-SECRET"),
-                "{}: {:?}",
-                p.path,
-                p.headers
-            );
-        }
-    });
+    let posts =
+        common::judged_run_posts("proxy-env", ("authorization", "Bearer OTLP-PROXY-SECRET"));
+    for p in &posts {
+        assert!(
+            p.headers
+                .iter()
+                .any(|(k, v)| k == "authorization" && v == "Bearer OTLP-PROXY-SECRET"),
+            "{}: {:?}",
+            p.path,
+            p.headers
+        );
+    }
     let got = got.lock().unwrap();
     assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
 }

@@ -4,10 +4,8 @@
 //! quoted back, reached the log in clear.
 
 use crate::logs;
-use crate::one_run::export_with;
-use crate::receiver::{Answer, Receiver};
-use canary_exporters::Config;
-use std::time::Duration;
+use crate::one_run::{bearer, refused_warnings};
+use crate::receiver::Answer;
 
 /// The target's secrets, as the replay's scrub knows them: its API key.
 fn target_key(key: &str) -> canary_core::Secrets {
@@ -31,21 +29,14 @@ async fn a_refusal_says_the_collectors_reason_scrubbed_of_every_secret() {
             message,
             proto,
         };
-        let receiver = Receiver::start_answering(0, answer).await;
-        let config = Config {
-            endpoint: Some(receiver.url()),
-            headers: vec![("authorization".into(), format!("Bearer {token}"))],
-            timeout: Duration::from_secs(5),
-            ..Config::default()
-        };
         let scrub = target_key(key);
-        let report = tokio::task::spawn_blocking(move || {
-            export_with(config, "refused", 1, |e| e.scrub_also("sim", scrub))
-        })
-        .await
-        .unwrap();
-        assert_eq!(report.spans_dropped, 1, "{report:?}");
-        let warned = logs::lines_with(&receiver.addr.to_string());
+        let warned = refused_warnings(
+            answer,
+            "refused",
+            |url| bearer(url, token),
+            |e| e.scrub_also("sim", scrub),
+        )
+        .await;
         let said = "status code: 400 (the collector said: \"tenant quota exceeded for \
                     <redacted>; the api key <redacted> is not ours either\")";
         for signal in ["traces", "logs"] {
@@ -56,10 +47,7 @@ async fn a_refusal_says_the_collectors_reason_scrubbed_of_every_secret() {
                 "{proto}, {signal}: {warned:#?}"
             );
         }
-        let leaked: Vec<String> = [&token[..7], &key[..7]]
-            .iter()
-            .flat_map(|s| logs::lines_with(s))
-            .collect();
+        let leaked = logs::lines_with_any(&[&token[..7], &key[..7]]);
         assert!(leaked.is_empty(), "{leaked:#?}");
     }
 }
@@ -70,21 +58,14 @@ async fn a_partial_success_is_scrubbed_of_the_targets_key_too() {
     logs::capture();
     let (token, key) = ("TOKpartk-5e61", "KEYpartk-0c3f7a");
     let message = format!("invalid token {token} and api key {key} from Bearer%20{token}");
-    let receiver = Receiver::start_answering(0, Answer::Rejected { items: 1, message }).await;
-    let config = Config {
-        endpoint: Some(receiver.url()),
-        headers: vec![("authorization".into(), format!("Bearer {token}"))],
-        timeout: Duration::from_secs(5),
-        ..Config::default()
-    };
     let scrub = target_key(key);
-    let report = tokio::task::spawn_blocking(move || {
-        export_with(config, "partial-key", 1, |e| e.scrub_also("sim", scrub))
-    })
-    .await
-    .unwrap();
-    assert_eq!(report.spans_dropped, 1, "{report:?}");
-    let warned = logs::lines_with(&receiver.addr.to_string());
+    let warned = refused_warnings(
+        Answer::Rejected { items: 1, message },
+        "partial-key",
+        |url| bearer(url, token),
+        |e| e.scrub_also("sim", scrub),
+    )
+    .await;
     assert!(
         warned
             .iter()
@@ -92,9 +73,6 @@ async fn a_partial_success_is_scrubbed_of_the_targets_key_too() {
                 .contains("\"invalid token <redacted> and api key <redacted> from <redacted>\"")),
         "{warned:#?}"
     );
-    let leaked: Vec<String> = ["TOKpartk", "KEYpartk"]
-        .iter()
-        .flat_map(|s| logs::lines_with(s))
-        .collect();
+    let leaked = logs::lines_with_any(&["TOKpartk", "KEYpartk"]);
     assert!(leaked.is_empty(), "{leaked:#?}");
 }

@@ -4,8 +4,8 @@
 //! token reached the log in clear.
 
 use crate::logs;
-use crate::one_run::export;
-use crate::receiver::{Answer, Receiver};
+use crate::one_run::{bearer, refused_warnings};
+use crate::receiver::Answer;
 use canary_exporters::Config;
 use std::time::Duration;
 
@@ -17,34 +17,34 @@ async fn a_collector_echoing_a_token_does_not_get_it_logged() {
         "invalid token {token} for tenant; unknown key KEYecho%2F91c (or KEYecho%2f91c? \
          KEYecho/91c); as sent: Bearer%20{token}, Bearer+{token}; and {env_token}"
     );
-    let receiver = Receiver::start_answering(0, Answer::Rejected { items: 1, message }).await;
     let headers =
         format!("authorization=Bearer%20{token},x-api-key=KEYecho%2F91c,x-env=Token {env_token}");
-    let vars = |k: &str| match k {
-        "OTEL_EXPORTER_OTLP_ENDPOINT" => Some(receiver.url()),
-        "OTEL_EXPORTER_OTLP_HEADERS" => Some(headers.clone()),
-        _ => None,
-    };
-    let config = Config {
-        timeout: Duration::from_secs(5),
-        ..Config::from_vars(vars).unwrap()
-    };
-    assert_eq!(config.headers[1].1, key);
-    let report = tokio::task::spawn_blocking(move || export(config, "secrets", 1))
-        .await
-        .unwrap();
-    assert_eq!(report.spans_dropped, 1, "{report:?}");
-    let warned = logs::lines_with(&receiver.addr.to_string());
+    let warned = refused_warnings(
+        Answer::Rejected { items: 1, message },
+        "secrets",
+        |url| {
+            let vars = |k: &str| match k {
+                "OTEL_EXPORTER_OTLP_ENDPOINT" => Some(url.clone()),
+                "OTEL_EXPORTER_OTLP_HEADERS" => Some(headers.clone()),
+                _ => None,
+            };
+            let config = Config {
+                timeout: Duration::from_secs(5),
+                ..Config::from_vars(vars).unwrap()
+            };
+            assert_eq!(config.headers[1].1, key);
+            config
+        },
+        |_| {},
+    )
+    .await;
     assert!(
         warned
             .iter()
             .any(|l| l.contains("invalid token <redacted>")),
         "{warned:#?}"
     );
-    let leaked: Vec<String> = ["TOKecho", "KEYecho", "ENVTOKecho"]
-        .iter()
-        .flat_map(|s| logs::lines_with(s))
-        .collect();
+    let leaked = logs::lines_with_any(&["TOKecho", "KEYecho", "ENVTOKecho"]);
     assert!(leaked.is_empty(), "{leaked:#?}");
 }
 
@@ -64,22 +64,22 @@ async fn a_collector_respelling_a_secret_does_not_get_it_logged() {
         "bad token {encoded}; TOKSPELL-4C1D; tokspell-4c1d; login svc-user:PWDspell-81z \
          failed (password PWDspell-81z); unknown key KEYspell99"
     );
-    let receiver = Receiver::start_answering(0, Answer::Rejected { items: 1, message }).await;
-    let config = Config {
-        endpoint: Some(receiver.url()),
-        headers: vec![
-            ("authorization".into(), "Bearer TOKspell-4c1d".into()),
-            ("proxy-authorization".into(), basic.into()),
-            ("x-api-key".into(), "token=KEYspell99".into()),
-        ],
-        timeout: Duration::from_secs(5),
-        ..Config::default()
-    };
-    let report = tokio::task::spawn_blocking(move || export(config, "respelled", 1))
-        .await
-        .unwrap();
-    assert_eq!(report.spans_dropped, 1, "{report:?}");
-    let warned = logs::lines_with(&receiver.addr.to_string());
+    let warned = refused_warnings(
+        Answer::Rejected { items: 1, message },
+        "respelled",
+        |url| Config {
+            endpoint: Some(url),
+            headers: vec![
+                ("authorization".into(), "Bearer TOKspell-4c1d".into()),
+                ("proxy-authorization".into(), basic.into()),
+                ("x-api-key".into(), "token=KEYspell99".into()),
+            ],
+            timeout: Duration::from_secs(5),
+            ..Config::default()
+        },
+        |_| {},
+    )
+    .await;
     assert!(
         warned.iter().any(|l| l.contains(
             "bad token <redacted>; <redacted>; <redacted>; login <redacted> failed (password \
@@ -87,12 +87,9 @@ async fn a_collector_respelling_a_secret_does_not_get_it_logged() {
         )),
         "{warned:#?}"
     );
-    let leaked: Vec<String> = [
+    let leaked = logs::lines_with_any(&[
         "TOKspell", "TOKSPELL", "tokspell", "PWDspell", "KEYspell", "%54%4F",
-    ]
-    .iter()
-    .flat_map(|s| logs::lines_with(s))
-    .collect();
+    ]);
     assert!(leaked.is_empty(), "{leaked:#?}");
 }
 
@@ -110,18 +107,13 @@ async fn a_collector_escaping_encoding_or_cutting_a_secret_does_not_get_it_logge
         "bad token TOKescape\\/5e&x<9Z; TOKescape/5e&amp;x&lt;9Z; header {b64}; hex {hex}; \
          last seen TOKesca…"
     );
-    let receiver = Receiver::start_answering(0, Answer::Rejected { items: 1, message }).await;
-    let config = Config {
-        endpoint: Some(receiver.url()),
-        headers: vec![("authorization".into(), format!("Bearer {token}"))],
-        timeout: Duration::from_secs(5),
-        ..Config::default()
-    };
-    let report = tokio::task::spawn_blocking(move || export(config, "escaped", 1))
-        .await
-        .unwrap();
-    assert_eq!(report.spans_dropped, 1, "{report:?}");
-    let warned = logs::lines_with(&receiver.addr.to_string());
+    let warned = refused_warnings(
+        Answer::Rejected { items: 1, message },
+        "escaped",
+        |url| bearer(url, token),
+        |_| {},
+    )
+    .await;
     assert!(
         warned.iter().any(|l| l.contains(
             "bad token <redacted>; <redacted>; header <redacted>; hex <redacted>; last seen \
@@ -129,10 +121,7 @@ async fn a_collector_escaping_encoding_or_cutting_a_secret_does_not_get_it_logge
         )),
         "{warned:#?}"
     );
-    let leaked: Vec<String> = ["TOKesc", "S2VzY2FwZS81ZSZ4", &hex[..12]]
-        .iter()
-        .flat_map(|s| logs::lines_with(s))
-        .collect();
+    let leaked = logs::lines_with_any(&["TOKesc", "S2VzY2FwZS81ZSZ4", &hex[..12]]);
     assert!(leaked.is_empty(), "{leaked:#?}");
 }
 
@@ -150,27 +139,19 @@ async fn a_cut_message_does_not_end_in_part_of_a_redacted_marker() {
     );
     let before = &before[..508];
     let message = format!("{before}{token} and what the collector said after it");
-    let receiver = Receiver::start_answering(0, Answer::Rejected { items: 1, message }).await;
-    let config = Config {
-        endpoint: Some(receiver.url()),
-        headers: vec![("authorization".into(), format!("Bearer {token}"))],
-        timeout: Duration::from_secs(5),
-        ..Config::default()
-    };
-    let report = tokio::task::spawn_blocking(move || export(config, "cut", 1))
-        .await
-        .unwrap();
-    assert_eq!(report.spans_dropped, 1, "{report:?}");
-    let warned = logs::lines_with(&receiver.addr.to_string());
+    let warned = refused_warnings(
+        Answer::Rejected { items: 1, message },
+        "cut",
+        |url| bearer(url, token),
+        |_| {},
+    )
+    .await;
     assert!(
         warned
             .iter()
             .any(|l| l.contains(&format!("partial success: \"{before}\");"))),
         "{warned:#?}"
     );
-    let leaked: Vec<String> = ["TOKcut", "<red\""]
-        .iter()
-        .flat_map(|s| logs::lines_with(s))
-        .collect();
+    let leaked = logs::lines_with_any(&["TOKcut", "<red\""]);
     assert!(leaked.is_empty(), "{leaked:#?}");
 }

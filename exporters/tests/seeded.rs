@@ -2,9 +2,10 @@
 //! seeds them without being counted or sent as a run, and a run that is not its workload's
 //! last (recovered after a newer one) is counted and sent without replacing them.
 
-use crate::receiver::{attrs, Receiver};
+use crate::common;
+use crate::receiver::attrs;
 use canary_core::{Bottleneck, Confidence};
-use canary_exporters::{Config, OtlpExporter, RunJudgement, RunLabels};
+use canary_exporters::RunJudgement;
 use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point, Metric};
 use std::time::Duration;
 
@@ -41,41 +42,29 @@ fn holds(metrics: &[Metric], name: &str, key: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seeded_run_is_not_counted_and_an_earlier_run_does_not_replace_it() {
-    let receiver = Receiver::start().await;
-    let config = Config {
-        endpoint: Some(receiver.url()),
-        metrics_interval: Duration::from_millis(100),
-        timeout: Duration::from_secs(5),
-        ..Config::default()
-    };
-    let exporter = tokio::task::spawn_blocking(move || OtlpExporter::start(config).unwrap())
-        .await
-        .unwrap();
-    let labels = RunLabels::new("nightly", "chat", "m", "10.0.0.1", 8000);
-    // The history's last run: a regressed failure, diagnosed as queueing.
-    let stored = RunJudgement {
-        verdict: "fail".into(),
-        reasons: vec!["TTFT p99 regressed".into()],
-        trend: Some("regressed".into()),
-        trend_unconfirmed: None,
-    };
-    exporter.seed_last_run(
-        &labels,
-        &stored,
-        Some((Bottleneck::Queueing, Confidence::High)),
-    );
-    // A run recovered after its process died, older than the stored one.
-    let recovered = RunJudgement {
-        verdict: "error".into(),
-        reasons: vec!["no verdict.json".into()],
-        trend: None,
-        trend_unconfirmed: None,
-    };
-    exporter.export_earlier_run(&labels, None, &recovered);
-    let report = tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(10)))
-        .await
-        .unwrap();
-    assert!(report.is_clean(), "{report:?}");
+    let receiver = common::exported(Duration::from_millis(100), |exporter, labels| {
+        // The history's last run: a regressed failure, diagnosed as queueing.
+        let stored = RunJudgement {
+            verdict: "fail".into(),
+            reasons: vec!["TTFT p99 regressed".into()],
+            trend: Some("regressed".into()),
+            trend_unconfirmed: None,
+        };
+        exporter.seed_last_run(
+            labels,
+            &stored,
+            Some((Bottleneck::Queueing, Confidence::High)),
+        );
+        // A run recovered after its process died, older than the stored one.
+        let recovered = RunJudgement {
+            verdict: "error".into(),
+            reasons: vec!["no verdict.json".into()],
+            trend: None,
+            trend_unconfirmed: None,
+        };
+        exporter.export_earlier_run(labels, None, &recovered);
+    })
+    .await;
 
     let last = receiver.last_metrics();
     let state = |name: &str, key: &str| holds(&last, name, key);

@@ -2,36 +2,25 @@
 //! its direction kept as unconfirmed (the log: `insufficient (unconfirmed: regressed; …)`).
 //! Over OTLP it read a bare `insufficient`: the direction was in no exported body.
 
-use crate::receiver::{attrs, Receiver};
-use canary_exporters::{Config, OtlpExporter, RunJudgement, RunLabels};
+use crate::common;
+use crate::receiver::attrs;
+use canary_exporters::RunJudgement;
 use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
 use std::collections::HashMap;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unconfirmed_direction_goes_out_beside_its_insufficient_trend() {
-    let receiver = Receiver::start().await;
-    let config = Config {
-        endpoint: Some(receiver.url()),
-        metrics_interval: Duration::from_secs(60),
-        timeout: Duration::from_secs(5),
-        ..Config::default()
-    };
-    let exporter = tokio::task::spawn_blocking(move || OtlpExporter::start(config).unwrap())
-        .await
-        .unwrap();
-    let labels = RunLabels::new("nightly", "chat", "m", "10.0.0.1", 8000);
-    let judgement = RunJudgement {
-        verdict: "pass".into(),
-        trend: Some("insufficient".into()),
-        trend_unconfirmed: Some("regressed".into()),
-        ..Default::default()
-    };
-    exporter.export_judged_run(&labels, None, &judgement);
-    let report = tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(10)))
-        .await
-        .unwrap();
-    assert!(report.is_clean(), "{report:?}");
+    let receiver = common::exported(Duration::from_secs(60), |exporter, labels| {
+        let judgement = RunJudgement {
+            verdict: "pass".into(),
+            trend: Some("insufficient".into()),
+            trend_unconfirmed: Some("regressed".into()),
+            ..Default::default()
+        };
+        exporter.export_judged_run(labels, None, &judgement);
+    })
+    .await;
 
     // The run event.
     let events: Vec<HashMap<String, String>> = receiver

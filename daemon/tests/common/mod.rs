@@ -95,6 +95,14 @@ pub fn canaryd(args: &[&str], cwd: &Path) -> Output {
         .expect("canaryd runs")
 }
 
+/// A finished process's stdout, as text, after checking that it succeeded (its output says why
+/// not).
+#[allow(dead_code)]
+pub fn ok(o: &Output) -> String {
+    assert!(o.status.success(), "{}", text(o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// A finished process's stdout then stderr, as text.
 #[allow(dead_code)]
 pub fn text(o: &Output) -> String {
