@@ -27,6 +27,7 @@
 #![deny(missing_docs)]
 
 mod by_url;
+pub mod capacity;
 mod clock;
 pub mod compare;
 mod confidence;
@@ -61,6 +62,7 @@ mod trace;
 mod trend;
 
 pub use by_url::{ByUrl, UrlSummary};
+pub use capacity::{BracketEnd, EndOnBounds};
 pub use clock::{
     ClockReport, KernelSync, MonoTime, RealtimeMap, ReleaseReport, StartReport, WallAnchor,
 };

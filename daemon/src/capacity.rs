@@ -262,16 +262,9 @@ pub struct Capacity {
     pub not_established: Vec<EndOnBounds>,
 }
 
-/// A bracket end whose probe's decision rests on bounds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EndOnBounds {
-    /// `passed` (the capacity is at least it) or `failed` (below it).
-    pub end: String,
-    /// Its rate, requests/s.
-    pub rate: f64,
-    /// From the probe's verdict: `rests on bounds: up to 98.8 % may be good (…)`.
-    pub why: String,
-}
+/// A bracket end whose probe's decision rests on bounds: the one type, with its wording, that
+/// `sweep.json`, `verdict.json`, the history and the report share.
+pub use canary_core::{BracketEnd, EndOnBounds};
 
 impl Capacity {
     /// The answer of bracket `b`.
@@ -292,40 +285,34 @@ impl Capacity {
     pub fn note_bounds<'a>(&mut self, probes: impl IntoIterator<Item = (f64, &'a str)>) {
         let probes: Vec<(f64, &str)> = probes.into_iter().collect();
         let mut ends = Vec::new();
-        for (end, rate) in [
-            ("passed", self.max_passing_rate),
-            ("failed", self.min_failing_rate),
-        ] {
-            let Some(rate) = rate else { continue };
+        for end in BracketEnd::ALL {
+            let Some(rate) = self.rate_of(end) else {
+                continue;
+            };
             let why = probes
                 .iter()
                 .filter(|(r, _)| *r == rate)
                 .find_map(|(_, v)| on_bounds(v));
             if let Some(why) = why {
-                ends.push(EndOnBounds {
-                    end: end.into(),
-                    rate,
-                    why,
-                });
+                ends.push(EndOnBounds { end, rate, why });
             }
         }
         self.not_established = ends;
     }
 
-    /// `; not established: the fail at 1600 rests on bounds: up to 98.8 % may be good (…)`
-    /// for each end in [`Capacity::not_established`], empty when there is none.
+    /// The rate at end `end` of the bracket, when there is one.
+    pub fn rate_of(&self, end: BracketEnd) -> Option<f64> {
+        match end {
+            BracketEnd::Passed => self.max_passing_rate,
+            BracketEnd::Failed => self.min_failing_rate,
+        }
+    }
+
+    /// `; not established: the fail at 1600 req/s rests on bounds: up to 98.8 % may be good
+    /// (…)` for the ends in [`Capacity::not_established`] ([`EndOnBounds::all_said`]), empty
+    /// when there is none.
     pub fn bounds_said(&self) -> String {
-        use crate::judge::capacity::{rate_at_least, rate_below};
-        self.not_established
-            .iter()
-            .map(|e| {
-                let (what, rate) = match e.end.as_str() {
-                    "passed" => ("pass", rate_at_least(e.rate)),
-                    _ => ("fail", rate_below(e.rate)),
-                };
-                format!("; not established: the {what} at {rate} req/s {}", e.why)
-            })
-            .collect()
+        EndOnBounds::all_said(&self.not_established).map_or(String::new(), |s| format!("; {s}"))
     }
 }
 
@@ -535,6 +522,50 @@ mod tests {
             );
             assert_eq!(probed.last(), Some(&bound), "{probed:?}");
             assert_eq!(found.capacity.stopped_by, stopped_by, "{probed:?}");
+        }
+    }
+
+    /// `s` without the whitespace outside its strings: as `serde_json::to_string` writes it.
+    fn compact(s: &str) -> String {
+        let (mut out, mut in_string, mut escaped) = (String::new(), false, false);
+        for c in s.chars() {
+            if in_string {
+                out.push(c);
+                match (escaped, c) {
+                    (true, _) => escaped = false,
+                    (false, '\\') => escaped = true,
+                    (false, '"') => in_string = false,
+                    _ => {}
+                }
+            } else if !c.is_whitespace() {
+                in_string = c == '"';
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    // sweep.json's `capacity` as `canaryd sweep --find-max-rate` wrote it before its
+    // `not_established` was canary_core's type (core/tests/data/SOURCES.md), with an end on
+    // bounds and without: it reads, and is written back byte for byte (the verdict.json and
+    // history rows of a capacity workload are this type too).
+    #[test]
+    fn a_capacity_written_before_reads_and_writes_back_the_same_bytes() {
+        #[derive(Deserialize)]
+        struct Doc<'a> {
+            #[serde(borrow)]
+            capacity: &'a serde_json::value::RawValue,
+        }
+        let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../core/tests/data/");
+        for (file, ends) in [
+            ("sweep_capacity_on_bounds.json", 1),
+            ("sweep_capacity_established.json", 0),
+        ] {
+            let text = std::fs::read_to_string(format!("{data}{file}")).unwrap();
+            let raw = serde_json::from_str::<Doc>(&text).unwrap().capacity.get();
+            let c: Capacity = serde_json::from_str(raw).unwrap();
+            assert_eq!(c.not_established.len(), ends, "{file}: {c:?}");
+            assert_eq!(serde_json::to_string(&c).unwrap(), compact(raw), "{file}");
         }
     }
 }

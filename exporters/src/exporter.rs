@@ -433,6 +433,18 @@ impl OtlpExporter {
             .record_capacity(&labels.attributes(), figures);
     }
 
+    /// Exports whether each end of a capacity bracket is not established as
+    /// `canary.capacity.not_established`, one point per `(bound, 1 or 0)`: `passed`, `failed`;
+    /// as [`OtlpExporter::export_capacity`], a `None` ends its series.
+    pub fn export_capacity_not_established(
+        &self,
+        labels: &RunLabels,
+        ends: &[(&'static str, Option<f64>)],
+    ) {
+        self.instruments
+            .record_capacity_not_established(&labels.attributes(), ends);
+    }
+
     /// Stops exporting the last-run gauges of workloads `keep` says no to (taken out of the
     /// daemon's config by a reload), so their series end.
     pub fn retain_workloads(&self, keep: &dyn Fn(&str) -> bool) {

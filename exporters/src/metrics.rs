@@ -117,6 +117,7 @@ pub(crate) struct Instruments {
     source_state: LatestGauge,
     slo: LatestGauge,
     capacity: LatestGauge,
+    capacity_not_established: LatestGauge,
     knee: LatestGauge,
     slices: slices::SliceInstruments,
     /// The latency histograms' exemplars (see [`crate::exemplars`]).
@@ -422,6 +423,14 @@ impl Instruments {
                 "The last capacity search's bracket at the workload's SLOs, by canary.capacity.bound: \
                  passed (a lower bound), failed (the capacity is below it), baseline",
             ),
+            capacity_not_established: LatestGauge::new(
+                m,
+                "canary.capacity.not_established",
+                "{end}",
+                "1 for an end of the last capacity search's bracket (canary.capacity.bound: \
+                 passed, failed) whose probe's pass or fail rests on goodput judgements made on \
+                 bounds (the truth could decide it the other way), else 0",
+            ),
             knee: LatestGauge::new(
                 m,
                 "canary.sweep.knee",
@@ -634,6 +643,7 @@ impl Instruments {
             &self.source_state,
             &self.slo,
             &self.capacity,
+            &self.capacity_not_established,
             &self.knee,
             &self.gpu_util,
             &self.gpu_power,
@@ -675,6 +685,19 @@ impl Instruments {
     pub fn record_capacity(&self, base: &[KeyValue], figures: &[(&'static str, Option<f64>)]) {
         self.capacity
             .record_figures(base, attr::CAPACITY_BOUND, figures);
+    }
+
+    /// Whether each end of a capacity search's bracket is not established, `(bound, 1 or
+    /// 0)`: `passed`, `failed` (see [`attr::CAPACITY_BOUND`]); as
+    /// [`Instruments::record_capacity`], an end that is `None` (the bracket has none) is not
+    /// exported from now on.
+    pub fn record_capacity_not_established(
+        &self,
+        base: &[KeyValue],
+        ends: &[(&'static str, Option<f64>)],
+    ) {
+        self.capacity_not_established
+            .record_figures(base, attr::CAPACITY_BOUND, ends);
     }
 
     /// A sweep's knee figures, each `(figure, requests/s)`: `knee`, `baseline` (see

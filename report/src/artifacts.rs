@@ -13,8 +13,8 @@ mod sweep_file;
 pub use diagnosis::Diagnosis;
 pub use folders::{load, Loaded};
 pub use repeats::Repeats;
+pub use sweep_file::ends_on_bounds;
 pub(crate) use sweep_file::verdict_error;
-pub use sweep_file::EndOnBounds;
 pub use sweep_file::SweepFile;
 
 pub use records::{KernelParts, Records, Request, RxKind, Telemetry, MAX_REQUESTS};

@@ -108,10 +108,10 @@ pub struct RunCapacity {
     pub min_failing_rate: Option<f64>,
     /// The baseline the run met: its capacity and `±`.
     pub baseline: Option<(f64, f64)>,
-    /// The bracket's ends not established, each `(end, why)`: `passed` or `failed`, and the
-    /// probe's reason (`rests on bounds: up to 98.8 % may be good (…)`): its pass or fail
-    /// rests on goodput judgements made on bounds and could go the other way.
-    pub not_established: Vec<(String, String)>,
+    /// The bracket's ends not established, each with the probe's reason (`rests on bounds:
+    /// up to 98.8 % may be good (…)`): its pass or fail rests on goodput judgements made on
+    /// bounds and could go the other way.
+    pub not_established: Vec<canary_core::EndOnBounds>,
 }
 
 /// A sweep run's knee.

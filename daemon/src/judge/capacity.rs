@@ -39,8 +39,8 @@ pub struct CapacityRun {
 impl CapacityRun {
     /// Notes which bracket ends rest on bounds ([`Capacity::not_established`]) from its
     /// probes' verdicts, those a signal cut short left out: the stored result says so as
-    /// `sweep.json` does. A run stored before the field was kept (none said) is noted again
-    /// as it is read, by the same rule.
+    /// `sweep.json` does. A run stored before the field was kept (none said) is noted by the
+    /// same rule once, as the history file it is in is opened and upgraded.
     pub fn note_bounds(&mut self) {
         self.found.note_bounds(
             self.probes

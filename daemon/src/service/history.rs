@@ -823,11 +823,9 @@ fn read_row<S>(
             comparison: parse(text(8)?),
             artifacts: PathBuf::from(r.get::<_, String>(10)?),
             samples: None,
-            // A search stored before its ends on bounds were kept has them noted again.
-            capacity: parse::<CapacityRun>(text(11)?).map(|mut c| {
-                c.note_bounds();
-                c
-            }),
+            // As stored: a search stored before its ends on bounds were kept had them noted
+            // once, as its file was upgraded ([`note_capacity_ends`]).
+            capacity: parse(text(11)?),
             sweep: parse(text(12)?),
             load: None,
         },
@@ -849,6 +847,7 @@ fn connect(path: &Path) -> Result<Connection> {
     conn.pragma_update(None, "journal_mode", "WAL")
         .and_then(|_| conn.execute_batch(SCHEMA))
         .and_then(|_| add_columns(&conn))
+        .and_then(|_| note_capacity_ends(&conn))
         .map_err(|e| not_opened(path, e))?;
     Ok(conn)
 }
@@ -953,6 +952,49 @@ fn add_columns(conn: &Connection) -> rusqlite::Result<()> {
     }
     // Baselines are read by load: their N newest runs of one, in rowid order, from the index.
     conn.execute_batch("CREATE INDEX IF NOT EXISTS runs_by_load ON runs (workload, load_hash)")
+}
+
+/// The upgrades of its rows a history file has had, by name: each is made at the first open
+/// that knows it, and not again.
+const UPGRADES_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS upgrades (name TEXT PRIMARY KEY)";
+
+/// Notes the bracket ends on bounds ([`CapacityRun::note_bounds`]) of the capacity runs stored
+/// before they were kept (their JSON has no `not_established`), by the rule a new run's are
+/// noted, and stores them: once per file, so a read takes each row as stored. A row that
+/// does not parse, or whose ends all hold, is left as it is.
+fn note_capacity_ends(conn: &Connection) -> rusqlite::Result<()> {
+    const NAME: &str = "capacity_not_established";
+    conn.execute_batch(UPGRADES_SCHEMA)?;
+    let done: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM upgrades WHERE name = ?1)",
+        [NAME],
+        |r| r.get(0),
+    )?;
+    if done {
+        return Ok(());
+    }
+    let tx = conn.unchecked_transaction()?;
+    let rows: Vec<(i64, String)> = tx
+        .prepare(
+            "SELECT rowid, capacity FROM runs WHERE capacity IS NOT NULL \
+             AND instr(capacity, '\"not_established\"') = 0",
+        )?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (rowid, text) in rows {
+        let Ok(mut c) = serde_json::from_str::<CapacityRun>(&text) else {
+            continue;
+        };
+        c.note_bounds();
+        if !c.found.not_established.is_empty() {
+            tx.execute(
+                "UPDATE runs SET capacity = ?1 WHERE rowid = ?2",
+                params![json(&c), rowid],
+            )?;
+        }
+    }
+    tx.execute("INSERT INTO upgrades (name) VALUES (?1)", [NAME])?;
+    tx.commit()
 }
 
 /// Milliseconds since the Unix epoch.

@@ -6,6 +6,8 @@
 //! fail.
 
 use crate::error::{io, ReportError};
+use canary_core::EndOnBounds;
+use serde::Deserialize;
 use serde_json::Value;
 use std::path::Path;
 
@@ -76,52 +78,19 @@ pub struct Capacity {
     pub not_established: Vec<EndOnBounds>,
 }
 
-/// A bracket end whose probe's decision rests on bounds, as `sweep.json` states it.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct EndOnBounds {
-    /// `passed` (the capacity is at least its rate) or `failed` (below it).
-    pub end: String,
-    /// Its rate, requests/s.
-    pub rate: f64,
-    /// The probe's reason: `rests on bounds: up to 98.8 % may be good (…)`.
-    pub why: String,
-}
-
-impl EndOnBounds {
-    /// The ends `capacity` (`sweep.json`'s `capacity`) names in `not_established`; none when
-    /// it has no such list (a sweep written before it, or with every end established).
-    pub fn all_of(capacity: &Value) -> Vec<EndOnBounds> {
-        let text_at = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(String::from);
-        capacity
-            .get("not_established")
-            .and_then(Value::as_array)
-            .map(|ends| {
-                ends.iter()
-                    .filter_map(|e| {
-                        Some(EndOnBounds {
-                            end: text_at(e, "end")?,
-                            rate: e.get("rate").and_then(Value::as_f64)?,
-                            why: text_at(e, "why").unwrap_or_default(),
-                        })
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// `the fail at 10 req/s rests on bounds: …` (`the pass at …`), its rate rounded outward
-    /// as the capacity line's.
-    pub fn said(&self) -> String {
-        use canary_core::rate_text::{rate_at_least, rate_below};
-        match self.end.as_str() {
-            "passed" => format!(
-                "the pass at {} req/s {}",
-                rate_at_least(self.rate),
-                self.why
-            ),
-            _ => format!("the fail at {} req/s {}", rate_below(self.rate), self.why),
-        }
-    }
+/// The ends `capacity` (`sweep.json`'s `capacity`) names in `not_established`; none when it
+/// has no such list (a sweep written before it, or with every end established). Read
+/// tolerantly, as the rest of the file: an entry this canaryd cannot read is passed over.
+pub fn ends_on_bounds(capacity: &Value) -> Vec<EndOnBounds> {
+    capacity
+        .get("not_established")
+        .and_then(Value::as_array)
+        .map(|ends| {
+            ends.iter()
+                .filter_map(|e| EndOnBounds::deserialize(e).ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// One point as `sweep.json` lists it.
@@ -263,7 +232,7 @@ impl SweepFile {
                 passed: c.get("max_passing_rate").and_then(Value::as_f64),
                 failed: c.get("min_failing_rate").and_then(Value::as_f64),
                 stopped_by: text_at(c, "stopped_by").unwrap_or_default(),
-                not_established: EndOnBounds::all_of(c),
+                not_established: ends_on_bounds(c),
             });
         Ok(Some(SweepFile {
             knee: doc.get("knee").and_then(|k| text_at(k, "label")),
@@ -336,5 +305,33 @@ mod tests {
             Some(("error: nothing completed", Some("point-03/run-2")))
         );
         assert_eq!(verdict_error("fail: error: odd"), None);
+    }
+
+    // sweep.json as `canaryd sweep --find-max-rate` wrote it before the type of its
+    // `capacity.not_established` moved to canary_core (core/tests/data/SOURCES.md), one with
+    // the failing end on bounds and one with every end established (the shape from before the
+    // field): both read, the first with its end, said in the one wording.
+    #[test]
+    fn a_sweep_json_written_before_reads_its_ends_on_bounds() {
+        let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/tests/data");
+        let read = |file: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::copy(data.join(file), dir.path().join("sweep.json")).unwrap();
+            let s = SweepFile::read(dir.path()).unwrap().unwrap();
+            s.capacity.unwrap_or_else(|| panic!("{file}: no capacity"))
+        };
+        let c = read("sweep_capacity_on_bounds.json");
+        assert_eq!((c.passed, c.failed), (None, Some(10.0)));
+        assert_eq!(c.not_established.len(), 1, "{c:?}");
+        let e = &c.not_established[0];
+        assert_eq!((e.end, e.rate), (canary_core::BracketEnd::Failed, 10.0));
+        assert_eq!(
+            EndOnBounds::all_said(&c.not_established).unwrap(),
+            "not established: the fail at 10 req/s rests on bounds: up to 100.0 % may be good \
+             (10 judgements rest on a bound; truly good 0 to 10 of 10)"
+        );
+        let c = read("sweep_capacity_established.json");
+        assert_eq!((c.passed, c.failed), (Some(40.0), None));
+        assert!(c.not_established.is_empty(), "{c:?}");
     }
 }

@@ -641,7 +641,7 @@ fn capacity(s: &SweepFile) -> Option<String> {
     // A bracket end whose probe's pass or fail rests on goodput judgements made on bounds,
     // as sweep.json's `capacity.not_established` states it: the decision stands, but the end
     // is not established.
-    let unsettled: Vec<String> = c.not_established.iter().map(|e| e.said()).collect();
+    let unsettled = canary_core::EndOnBounds::all_said(&c.not_established);
     let line = match (c.passed, c.failed) {
         (Some(p), Some(f)) => format!(
             "capacity at SLO ({slo}{good}): at least {} req/s (passed), below {} req/s \
@@ -664,13 +664,13 @@ fn capacity(s: &SweepFile) -> Option<String> {
             c.stopped_by
         ),
     };
-    let line = match unsettled.is_empty() {
-        true => line,
-        false => format!("{line}; not established: {}", unsettled.join("; ")),
+    let line = match &unsettled {
+        None => line,
+        Some(said) => format!("{line}; {said}"),
     };
-    let held = match unsettled.is_empty() {
-        true => "so they still hold",
-        false => {
+    let held = match unsettled {
+        None => "so they still hold",
+        Some(_) => {
             "so they hold as the probes were decided; an end marked not established rests on \
              goodput judgements made on bounds (times read late), and the truth could decide \
              its probe the other way"

@@ -203,36 +203,24 @@ pub(super) fn capacity_cell(r: &RunLine) -> String {
         "<span class=\"bracket\" title=\"{}\">{}</span>{}{}",
         attr(&exact),
         esc(&text),
-        not_established(c, lo_hi(c)),
+        not_established(c),
         baseline(c.baseline)
     )
 }
 
-/// The bracket's two ends as printed, rounded outward.
-fn lo_hi(c: &super::RunCapacity) -> (Option<String>, Option<String>) {
-    (
-        c.max_passing_rate.map(rate_at_least),
-        c.min_failing_rate.map(rate_below),
-    )
-}
-
-/// `; the failing end (below 20 req/s) rests on bounds` for each end whose probe's decision
-/// rests on goodput judgements made on bounds, the probe's reason on hover; empty when both
-/// ends are established.
-fn not_established(c: &super::RunCapacity, (lo, hi): (Option<String>, Option<String>)) -> String {
+/// `not established: the failing end (below 20 req/s) rests on bounds` for each end whose
+/// probe's decision rests on goodput judgements made on bounds
+/// ([`canary_core::EndOnBounds::end_said`]), the probe's reason on hover; empty when both ends
+/// are established.
+fn not_established(c: &super::RunCapacity) -> String {
     c.not_established
         .iter()
-        .map(|(end, why)| {
-            let (which, at) = match end.as_str() {
-                "passed" => ("passing", lo.as_ref().map(|r| format!("at least {r}"))),
-                _ => ("failing", hi.as_ref().map(|r| format!("below {r}"))),
-            };
-            let at = at.map_or(String::new(), |a| format!(" ({a} req/s)"));
+        .map(|e| {
             format!(
-                "<br><small class=\"not-established\" title=\"{}\">not established: the \
-                 {which} end{} rests on bounds</small>",
-                attr(why),
-                esc(&at)
+                "<br><small class=\"not-established\" title=\"{}\">not established: {} rests \
+                 on bounds</small>",
+                attr(&e.why),
+                esc(&e.end_said())
             )
         })
         .collect()

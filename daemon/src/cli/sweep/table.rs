@@ -451,7 +451,7 @@ mod tests {
             ),
         ]);
         assert_eq!(c.not_established.len(), 1, "{c:?}");
-        assert_eq!(c.not_established[0].end, "failed");
+        assert_eq!(c.not_established[0].end.as_str(), "failed");
         assert_eq!(
             capacity_line(&c, 4),
             format!(

@@ -1258,12 +1258,14 @@ fn retention_takes_each_folder_away_while_its_row_is_still_stored() {
 // A capacity run stored before its bracket's ends on bounds were kept (its JSON has no
 // `not_established`, as the code before it wrote it) still reads, and has them noted from its
 // probes' verdicts, by the rule that `sweep.json` and the log line use; one whose probes
-// held at both ends of their bounds reads with none.
+// held at both ends of their bounds reads with none. They are noted once, as the file (one
+// from before the upgrade: no `upgrades` table) is opened; a read takes the row as stored.
 #[test]
 fn a_capacity_run_stored_without_its_ends_on_bounds_reads_with_them_noted() {
     use crate::judge::verdict::GoodRange;
     let dir = tempfile::tempdir().unwrap();
-    let h = History::open(&dir.path().join("h.sqlite")).unwrap();
+    let path = dir.path().join("h.sqlite");
+    let h = History::open(&path).unwrap();
     // 20 requests judged, every TTFT miss on an upper bound: a fail the truth could pass.
     let range = GoodRange {
         judged: 20,
@@ -1277,34 +1279,32 @@ fn a_capacity_run_stored_without_its_ends_on_bounds_reads_with_them_noted() {
         "fail: good-request fraction 0.000 below min_good_fraction 0.9 (time_to_first_token: \
          20 missed), which {words}"
     );
-    for (id, verdict, noted) in [
+    let cases = [
         ("bounds", on_bounds.as_str(), true),
         ("exact", "fail: …", false),
-    ] {
+    ];
+    for (id, verdict, _) in cases {
         let mut r = run(id, "cap", 1, VerdictKind::Fail, 1.0);
         r.run.samples = None;
         h.insert(&r).unwrap();
-        let old = serde_json::json!({
-            "slo": "time_to_first_token:0.001",
-            "min_good_fraction": 0.9,
-            "max_passing_rate": null,
-            "min_failing_rate": 10.0,
-            "relative_uncertainty": null,
-            "stopped_by": "max_runs",
-            "probes": [
-                {"rate": 20.0, "passed": false, "verdict": verdict},
-                {"rate": 10.0, "passed": false, "verdict": verdict},
-            ],
-            "baseline": null,
-        });
         h.conn
             .lock()
             .unwrap()
             .execute(
                 "UPDATE runs SET capacity = ?1 WHERE id = ?2",
-                params![old.to_string(), id],
+                params![old_capacity(verdict).to_string(), id],
             )
             .unwrap();
+    }
+    // The file as the code before the upgrade left it.
+    h.conn
+        .lock()
+        .unwrap()
+        .execute_batch("DROP TABLE upgrades")
+        .unwrap();
+    drop(h);
+    let h = History::open(&path).unwrap();
+    for (id, _, noted) in cases {
         let read = h.get(id).unwrap().unwrap().run.capacity;
         let c = read.unwrap_or_else(|| panic!("{id}: the old row did not read"));
         assert_eq!(c.probes.len(), 2, "{c:?}");
@@ -1322,4 +1322,56 @@ fn a_capacity_run_stored_without_its_ends_on_bounds_reads_with_them_noted() {
         let c = row.run.capacity.as_ref().unwrap();
         assert_eq!(c.found.not_established, *ends);
     }
+}
+
+/// A capacity search's JSON as the code before `not_established` stored it: its failing end
+/// at 10 req/s, both probes with `verdict`.
+fn old_capacity(verdict: &str) -> serde_json::Value {
+    serde_json::json!({
+        "slo": "time_to_first_token:0.001",
+        "min_good_fraction": 0.9,
+        "max_passing_rate": null,
+        "min_failing_rate": 10.0,
+        "relative_uncertainty": null,
+        "stopped_by": "max_runs",
+        "probes": [
+            {"rate": 20.0, "passed": false, "verdict": verdict},
+            {"rate": 10.0, "passed": false, "verdict": verdict},
+        ],
+        "baseline": null,
+    })
+}
+
+// Reading is pure: a file already upgraded is not noted again on each read (every read of
+// every capacity row ran the rule again), so a row stored without ends reads without them,
+// from `get` and from the listings, and the upgrade is not made at the next open either.
+#[test]
+fn a_capacity_row_is_read_as_stored_once_its_file_is_upgraded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sqlite");
+    let h = History::open(&path).unwrap();
+    let mut r = run("later", "cap", 1, VerdictKind::Fail, 1.0);
+    r.run.samples = None;
+    h.insert(&r).unwrap();
+    let verdict = "fail: good-request fraction 0.000 below min_good_fraction 0.9, which rests \
+                   on bounds: up to 100.0 % may be good (20 judgements rest on a bound)";
+    h.conn
+        .lock()
+        .unwrap()
+        .execute(
+            "UPDATE runs SET capacity = ?1 WHERE id = 'later'",
+            params![old_capacity(verdict).to_string()],
+        )
+        .unwrap();
+    let ends = |h: &History| {
+        let got = h.get("later").unwrap().unwrap().run.capacity.unwrap();
+        let listed = h.recent(Some("cap"), 10).unwrap();
+        let row = listed[0].run.capacity.clone().unwrap();
+        assert_eq!(row.found.not_established, got.found.not_established);
+        got.found.not_established
+    };
+    assert_eq!(ends(&h), Vec::new());
+    drop(h);
+    let h = History::open(&path).unwrap();
+    assert_eq!(ends(&h), Vec::new());
 }

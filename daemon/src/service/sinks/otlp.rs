@@ -21,7 +21,7 @@ use crate::service::history::ListedRow;
 use crate::service::run_result::RunResult;
 use crate::service::sinks::{last_run, RunSink};
 use crate::service::status::{RunBrief, StatusMetrics};
-use canary_core::{Bottleneck, Confidence};
+use canary_core::{Bottleneck, BracketEnd, Confidence, EndOnBounds};
 use canary_exporters::{OtlpExporter, RunJudgement, RunLabels, RunObserver, Signal};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -311,6 +311,7 @@ impl RunSink for OtlpSink {
         exporter.export_judged_run(&labels, run.outcome.as_ref(), &judgement);
         if let Some(c) = &run.run.capacity {
             exporter.export_capacity(&labels, &capacity_figures(c));
+            exporter.export_capacity_not_established(&labels, &not_established(&c.found));
         }
         if let Some(s) = &run.run.sweep {
             exporter.export_knee(&labels, &knee_figures(s));
@@ -318,6 +319,8 @@ impl RunSink for OtlpSink {
             // another axis has none, and ends an earlier sweep's bracket.
             let none = [("passed", None), ("failed", None)];
             exporter.export_capacity(&labels, &s.capacity.as_ref().map_or(none, bracket));
+            let ends = s.capacity.as_ref().map_or(none, not_established);
+            exporter.export_capacity_not_established(&labels, &ends);
         }
         // Counted and exported as it ran, but its workload is gone: its gauges end again.
         if let Some(names) = self.configured.lock().unwrap().as_ref() {
@@ -364,6 +367,20 @@ fn bracket(c: &Capacity) -> [(&'static str, Option<f64>); 2] {
     ]
 }
 
+/// `canary.capacity.not_established` of a capacity bracket, by end: 1 for an end whose
+/// probe's decision rests on bounds ([`Capacity::not_established`]), 0 for one established,
+/// `None` for an end the bracket does not have (its series ends), as `/metrics`'
+/// `canaryd_last_run_capacity_not_established`.
+fn not_established(c: &Capacity) -> [(&'static str, Option<f64>); 2] {
+    BracketEnd::ALL.map(|end| {
+        let on_bounds = EndOnBounds::find(&c.not_established, end).is_some();
+        (
+            end.as_str(),
+            c.rate_of(end).map(|_| f64::from(u8::from(on_bounds))),
+        )
+    })
+}
+
 /// `canary.sweep.knee` of a sweep run, by figure.
 fn knee_figures(s: &SweepRun) -> [(&'static str, Option<f64>); 2] {
     [
@@ -380,6 +397,29 @@ mod tests {
     // A search that ran out of probes while still passing has no failed bound: the gauge must
     // not go on showing the failed bound of an earlier search, which could lie below this
     // run's passed one.
+    // The capacity's ends on bounds went out on /metrics but not over OTLP. sweep.json's
+    // `capacity` as `canaryd sweep --find-max-rate` wrote it (core/tests/data/SOURCES.md):
+    // the failing end on bounds, 1; no passing end, no point; every end established, 0.
+    #[test]
+    fn a_capacity_end_on_bounds_is_1_an_established_end_0_and_a_missing_end_none() {
+        let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../core/tests/data/");
+        let capacity = |file: &str| -> Capacity {
+            let text = std::fs::read_to_string(format!("{data}{file}")).unwrap();
+            let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+            serde_json::from_value(doc["capacity"].clone()).unwrap()
+        };
+        let c = capacity("sweep_capacity_on_bounds.json");
+        assert_eq!(
+            not_established(&c),
+            [("passed", None), ("failed", Some(1.0))]
+        );
+        let c = capacity("sweep_capacity_established.json");
+        assert_eq!(
+            not_established(&c),
+            [("passed", Some(0.0)), ("failed", None)]
+        );
+    }
+
     #[test]
     fn a_figure_the_run_does_not_have_is_none() {
         let run: CapacityRun = serde_json::from_value(json!({

@@ -462,16 +462,13 @@ fn capacity_ends(v: &RunBrief) -> Vec<(&'static str, f64, bool)> {
     let Some(c) = v.capacity.as_ref().map(|c| &c.found) else {
         return Vec::new();
     };
-    [
-        ("passed", c.max_passing_rate),
-        ("failed", c.min_failing_rate),
-    ]
-    .into_iter()
-    .filter_map(|(end, rate)| {
-        let on_bounds = c.not_established.iter().any(|e| e.end == end);
-        Some((end, rate?, on_bounds))
-    })
-    .collect()
+    canary_core::BracketEnd::ALL
+        .into_iter()
+        .filter_map(|end| {
+            let on_bounds = canary_core::EndOnBounds::find(&c.not_established, end).is_some();
+            Some((end.as_str(), c.rate_of(end)?, on_bounds))
+        })
+        .collect()
 }
 
 /// The client-side p50 and p99 of TTFT, ITL and request latency of workload `w`'s last run.

@@ -109,7 +109,7 @@ fn line(b: &RunBrief) -> RunLine {
                 max_passing_rate: c.found.max_passing_rate,
                 min_failing_rate: c.found.min_failing_rate,
                 baseline: c.baseline.as_ref().map(|b| (b.capacity, b.spread)),
-                not_established: ends_on_bounds(&c.found),
+                not_established: c.found.not_established.clone(),
             })
             .or_else(|| {
                 let c = b.sweep.as_ref()?.capacity.as_ref()?;
@@ -117,7 +117,7 @@ fn line(b: &RunBrief) -> RunLine {
                     max_passing_rate: c.max_passing_rate,
                     min_failing_rate: c.min_failing_rate,
                     baseline: None,
-                    not_established: ends_on_bounds(c),
+                    not_established: c.not_established.clone(),
                 })
             }),
         sweep: b.sweep.as_ref().map(|s| RunKnee {
@@ -131,14 +131,6 @@ fn line(b: &RunBrief) -> RunLine {
         report_href: format!("runs/{id}/report"),
         json_href: format!("api/runs/{id}"),
     }
-}
-
-/// The ends of `c`'s bracket not established (`(end, why)`), as the status page marks them.
-fn ends_on_bounds(c: &crate::capacity::Capacity) -> Vec<(String, String)> {
-    c.not_established
-        .iter()
-        .map(|e| (e.end.clone(), e.why.clone()))
-        .collect()
 }
 
 /// A run's trend as the page shows it: `steady`, or `insufficient (unconfirmed: regressed)`

@@ -1,8 +1,8 @@
 //! A capacity search's answer (`--find-max-rate`) as bounds, and two sweeps' answers told
 //! apart only where their brackets do not overlap.
 
-use crate::artifacts::EndOnBounds;
 use canary_core::rate_text::{rate_at_least, rate_below};
+use canary_core::{BracketEnd, EndOnBounds};
 use serde::Serialize;
 
 /// A capacity search's answer: at least `passed`, below `failed` (bounds).
@@ -24,8 +24,8 @@ pub struct Bracket {
 
 impl Bracket {
     /// Its end `end` (`passed`, `failed`) when that end is not established.
-    fn on_bounds(&self, end: &str) -> Option<&EndOnBounds> {
-        self.not_established.iter().find(|e| e.end == end)
+    fn on_bounds(&self, end: BracketEnd) -> Option<&EndOnBounds> {
+        EndOnBounds::find(&self.not_established, end)
     }
 
     /// `at least 109, below 113 req/s`: each bound rounded outward (`canary_core::rate_text`, as
@@ -91,16 +91,20 @@ impl CapacityComparison {
         // B higher: A's failing end below B's passing end; lower: B's failing end below A's
         // passing end. Those two ends are what the verdict rests on.
         let leaned_on = match verdict {
-            "higher" => vec![("A", x.on_bounds("failed")), ("B", y.on_bounds("passed"))],
-            "lower" => vec![("A", x.on_bounds("passed")), ("B", y.on_bounds("failed"))],
+            "higher" => vec![
+                ("A", x.on_bounds(BracketEnd::Failed)),
+                ("B", y.on_bounds(BracketEnd::Passed)),
+            ],
+            "lower" => vec![
+                ("A", x.on_bounds(BracketEnd::Passed)),
+                ("B", y.on_bounds(BracketEnd::Failed)),
+            ],
             _ => Vec::new(),
         };
         CapacityComparison {
             rests_on_bounds: leaned_on
                 .into_iter()
-                .filter_map(|(side, e)| {
-                    Some(format!("{side}'s {}", e?.said().trim_start_matches("the ")))
-                })
+                .filter_map(|(side, e)| Some(e?.said_of(&format!("{side}'s"))))
                 .collect(),
             verdict,
             a: x,

@@ -97,7 +97,7 @@ impl Sweep {
                 failed: c.get("min_failing_rate").and_then(Value::as_f64),
                 slo: c.get("slo").and_then(Value::as_str).map(str::to_owned),
                 min_good_fraction: c.get("min_good_fraction").and_then(Value::as_f64),
-                not_established: crate::artifacts::EndOnBounds::all_of(c),
+                not_established: crate::artifacts::ends_on_bounds(c),
             });
         let name = crate::artifacts::folder_name(path);
         Ok(Some(Sweep {
