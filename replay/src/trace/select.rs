@@ -160,6 +160,21 @@ pub struct SelectionReport {
     /// count (raised to 1 token, or into `((n-1)·bs', n·bs']` for `n` hash ids). Exact count.
     #[serde(default)]
     pub inputs_clamped: u64,
+    /// The target's context length (tokens), read from the server before the run; absent
+    /// when it was not known then (the counts below are absent too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_limit: Option<u64>,
+    /// Where [`SelectionReport::context_limit`] was read (`/v1/models max_model_len`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_limit_source: Option<String>,
+    /// Requests whose planned prompt tokens plus the `max_tokens` they carry exceed
+    /// [`SelectionReport::context_limit`]: the plan's token counts, an estimate of the
+    /// server's tokenizer (exact count of the plan's requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_context: Option<u64>,
+    /// Of [`SelectionReport::over_context`], those whose planned prompt alone exceeds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_over_context: Option<u64>,
     /// What the selection could not do as asked, in words (`max_requests` above what the
     /// window holds: fewer requests are replayed than asked for); absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -363,6 +378,45 @@ impl Trace {
             ));
         }
         Ok((self, report))
+    }
+}
+
+impl SelectionReport {
+    /// Counts the requests that ask for more tokens than the target's context of `limit`
+    /// tokens (read from `source`): `requests` gives each one's planned prompt tokens and the
+    /// `max_tokens` it carries (`None`: none sent, the server picks). A request is over when
+    /// prompt + max_tokens > limit, and over by its prompt alone when prompt > limit (as
+    /// vLLM and canary-sim refuse them). Returns the warning to print when any is over.
+    pub fn count_over_context(
+        &mut self,
+        limit: u64,
+        source: &str,
+        requests: impl Iterator<Item = (u32, Option<u32>)>,
+    ) -> Option<String> {
+        let (mut total, mut over, mut prompt_over) = (0u64, 0u64, 0u64);
+        for (prompt, max_tokens) in requests {
+            total += 1;
+            let prompt = u64::from(prompt);
+            if prompt + u64::from(max_tokens.unwrap_or(0)) > limit {
+                over += 1;
+                if prompt > limit {
+                    prompt_over += 1;
+                }
+            }
+        }
+        self.context_limit = Some(limit);
+        self.context_limit_source = Some(source.to_string());
+        self.over_context = Some(over);
+        self.prompt_over_context = Some(prompt_over);
+        (over > 0).then(|| {
+            format!(
+                "{over} of {total} requests ask for more tokens than the target's context \
+                 ({limit}, from {source}): {prompt_over} by their prompt alone; the server will \
+                 likely refuse them (HTTP 400). Counts are the plan's (prompt tokens + \
+                 max_tokens as planned: an estimate of the server's tokenizer); they are sent \
+                 as planned"
+            )
+        })
     }
 }
 
