@@ -163,3 +163,51 @@ fn an_unknown_context_says_nothing() {
     assert_eq!(sel["requests_out"], 20);
     assert_valid(&summary);
 }
+
+/// A daemon run says the same in the daemon's log, and its `summary.json` counts the same.
+#[test]
+fn a_daemon_run_says_it_in_its_log() {
+    let limit = 8000u64;
+    let rows = rows();
+    let over = rows.iter().filter(|(i, o)| i + o > limit).count();
+    let alone = rows.iter().filter(|(i, _)| *i > limit).count();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (_sim, port) = common::sim(&["--max-model-len", &limit.to_string()]);
+    let config = d.join("canaryd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "state_dir = \"{}\"\n[telemetry]\nnvml = false\nebpf = false\n\
+             [targets.sim]\nurl = \"http://127.0.0.1:{port}\"\nmodel = \"canary-sim\"\n\
+             [workloads.w]\ntarget = \"sim\"\ntrace = \"{}\"\nevery = \"1h\"\n",
+            d.join("state").display(),
+            shared(TRACE).display()
+        ),
+    )
+    .unwrap();
+    let (_daemon, status) = common::daemon_on_own_port(d, &config, "daemon.log", &[]);
+    let run = common::eventually(120, "the daemon's first run", || {
+        common::api_runs(status).into_iter().next()
+    });
+    let log = std::fs::read_to_string(d.join("daemon.log")).unwrap();
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("than the target's context"))
+        .collect();
+    assert_eq!(said.len(), 1, "{log}");
+    let expected = format!(
+        "{over} of {} requests ask for more tokens than the target's context ({limit}, from \
+         /v1/models max_model_len): {alone} by their prompt alone",
+        rows.len()
+    );
+    assert!(said[0].contains(&expected), "{}\nnot: {expected}", said[0]);
+    let artifacts = Path::new(run["artifacts"].as_str().unwrap());
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(artifacts.join("summary.json")).unwrap()).unwrap();
+    let sel = &summary["run"]["trace"]["selection"];
+    assert_eq!(sel["over_context"], over as u64, "{sel:#}");
+    assert_eq!(sel["prompt_over_context"], alone as u64, "{sel:#}");
+    assert_eq!(sel["context_limit"], limit, "{sel:#}");
+    assert_valid(&summary);
+}
