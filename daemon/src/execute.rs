@@ -166,8 +166,12 @@ pub async fn execute(
     if let (Some(loaded), canary_replay::Work::Schedule(schedule)) =
         (&mut prepared.trace, &prepared.work)
     {
-        if let Some((limit, source)) = crate::context_fit::context_limit(&plan.replay.target).await
-        {
+        // A stop while the target is asked (3 s at most) goes on to the run, which ends at once.
+        let limit = tokio::select! {
+            found = crate::context_fit::context_limit(&plan.replay.target) => found,
+            () = shutdown.cancelled() => None,
+        };
+        if let Some((limit, source)) = limit {
             let target = &plan.replay.target;
             let requests = schedule
                 .rows_in_order()
