@@ -612,4 +612,29 @@ mod tests {
         let _ = scale(&mut r, 1e9, scaled_block_size(512, 1e9));
         assert_eq!(r.input_tokens, u32::MAX);
     }
+
+    /// Over means above the limit, as vLLM and canary-sim refuse (`need > limit`): a request
+    /// of exactly the limit fits; one without `max_tokens` is over only by its prompt.
+    #[test]
+    fn over_context_is_above_the_limit() {
+        let mut r = SelectionReport::default();
+        let requests = [
+            (90, Some(10)),             // exactly 100: fits
+            (90, Some(11)),             // 101: over
+            (101, Some(1)),             // over by its prompt alone
+            (100, None),                // no max_tokens: the prompt alone fits
+            (u32::MAX, Some(u32::MAX)), // no overflow
+        ];
+        let w = r.count_over_context(100, "/v1/models max_model_len", requests.into_iter());
+        assert_eq!((r.over_context, r.prompt_over_context), (Some(3), Some(2)));
+        assert_eq!(r.context_limit, Some(100));
+        let w = w.unwrap();
+        assert!(w.starts_with("3 of 5 requests ask for more tokens than the target's context (100, from /v1/models max_model_len): 2 by their prompt alone"), "{w}");
+        let mut r = SelectionReport::default();
+        assert_eq!(
+            r.count_over_context(100, "x", [(90, Some(10))].into_iter()),
+            None
+        );
+        assert_eq!(r.over_context, Some(0));
+    }
 }
