@@ -140,7 +140,7 @@ pub async fn execute(
         .prepare(plan.replay.length_limit, &shutdown)
         .await
         .map_err(|e| load_error(e, spell));
-    let Some(prepared) = prepared.context("loading the trace")? else {
+    let Some(mut prepared) = prepared.context("loading the trace")? else {
         return Ok(None);
     };
     let empty_shard = prepared.trace.as_ref().and_then(|t| t.empty_shard());
@@ -157,6 +157,31 @@ pub async fn execute(
                 "{} {n}: the selected window holds only {out} requests; all of them are sent",
                 spell(Setting::MaxRequests)
             );
+        }
+    }
+
+    // Requests that ask for more tokens than the target's context: said before anything is
+    // sent, and counted in `run.trace.selection`, when the server states its context length.
+    // They are sent as planned.
+    if let (Some(loaded), canary_replay::Work::Schedule(schedule)) =
+        (&mut prepared.trace, &prepared.work)
+    {
+        // A stop while the target is asked (3 s at most) goes on to the run, which ends at once.
+        let limit = tokio::select! {
+            found = crate::context_fit::context_limit(&plan.replay.target) => found,
+            () = shutdown.cancelled() => None,
+        };
+        if let Some((limit, source)) = limit {
+            let target = &plan.replay.target;
+            let requests = schedule
+                .rows_in_order()
+                .map(|r| (r.input_tokens(), target.max_tokens_sent(r.output_tokens())));
+            if let Some(warning) = loaded
+                .selection
+                .count_over_context(limit, &source, requests)
+            {
+                tracing::warn!("{warning}");
+            }
         }
     }
 

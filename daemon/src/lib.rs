@@ -25,6 +25,7 @@ mod bundled;
 pub mod capacity;
 mod cli;
 pub mod config;
+mod context_fit;
 pub mod execute;
 pub mod file_limit;
 mod instant;

@@ -108,7 +108,8 @@ fn a_replay_into_a_running_daemons_run_folder_is_refused_even_with_overwrite() {
     assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
 }
 
-/// A target that accepts connections and never answers, for as long as it is held.
+/// A target that accepts connections and never answers, for as long as it is held;
+/// `accepted` counts the completions (`POST`s) read.
 struct Silent {
     port: u16,
     accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
@@ -121,10 +122,19 @@ impl Silent {
         let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let count = accepted.clone();
         std::thread::spawn(move || {
-            let mut held = Vec::new();
-            for s in listener.incoming().flatten() {
-                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                held.push(s);
+            for mut s in listener.incoming().flatten() {
+                let count = count.clone();
+                // A completion (`POST`) counts; the run's `GET /v1/models` before it (the
+                // target's context length) does not. Each is held, never answered.
+                std::thread::spawn(move || {
+                    use std::io::Read;
+                    let mut method = [0u8; 5];
+                    if s.read_exact(&mut method).is_ok() && &method == b"POST " {
+                        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    let mut buf = [0u8; 4096];
+                    while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+                });
             }
         });
         Silent { port, accepted }

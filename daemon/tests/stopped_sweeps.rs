@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A target that accepts connections and never answers, for as long as it is held.
+/// A target that accepts connections and never answers, for as long as it is held;
+/// `accepted` counts the completions (`POST`s) read.
 struct Silent {
     port: u16,
     accepted: Arc<AtomicUsize>,
@@ -25,10 +26,19 @@ impl Silent {
         let accepted = Arc::new(AtomicUsize::new(0));
         let count = accepted.clone();
         std::thread::spawn(move || {
-            let mut held = Vec::new();
-            for s in listener.incoming().flatten() {
-                count.fetch_add(1, Ordering::SeqCst);
-                held.push(s);
+            for mut s in listener.incoming().flatten() {
+                let count = count.clone();
+                // A completion (`POST`) counts; the run's `GET /v1/models` before it (the
+                // target's context length) does not. Each is held, never answered.
+                std::thread::spawn(move || {
+                    use std::io::Read;
+                    let mut method = [0u8; 5];
+                    if s.read_exact(&mut method).is_ok() && &method == b"POST " {
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let mut buf = [0u8; 4096];
+                    while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+                });
             }
         });
         Silent { port, accepted }

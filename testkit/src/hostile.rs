@@ -199,6 +199,8 @@ pub struct HostileServer {
 #[derive(Default)]
 struct Stats {
     requests: AtomicU64,
+    /// Requests read whose method is `POST` (a completion, not a `GET` of `/v1/models`).
+    post_requests: AtomicU64,
     /// `POST` requests answered by [`Hostile::PromptTime`].
     posts: AtomicU64,
     bytes_sent: AtomicU64,
@@ -262,6 +264,12 @@ impl HostileServer {
     /// Requests read so far.
     pub fn requests(&self) -> u64 {
         self.stats.requests.load(Ordering::Relaxed)
+    }
+
+    /// `POST` requests read so far: the completions sent, without a run's `GET`s before it
+    /// (the target's context length asked of `/v1/models`).
+    pub fn post_requests(&self) -> u64 {
+        self.stats.post_requests.load(Ordering::Relaxed)
     }
 
     /// Response bytes written so far, over every connection.
@@ -393,6 +401,9 @@ impl Conn {
             }
         }
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        if head.starts_with(b"POST ") {
+            self.stats.post_requests.fetch_add(1, Ordering::Relaxed);
+        }
         Some(head)
     }
 

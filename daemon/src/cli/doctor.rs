@@ -285,7 +285,7 @@ const MODELS_BODY_LIMIT: usize = 1 << 20;
 
 /// `GET path` on the target: the status, the content type and the body (at most
 /// [`MODELS_BODY_LIMIT`]).
-async fn get(
+pub(crate) async fn get(
     target: &canary_replay::Target,
     path: &str,
 ) -> Result<(http::StatusCode, Option<String>, bytes::Bytes)> {

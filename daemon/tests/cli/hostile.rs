@@ -353,7 +353,10 @@ fn a_second_sigint_quits_at_once_while_a_request_waits_out_its_grace_period() {
         }
         panic!("{what}: {}", printed(dir.path()));
     };
-    waited("no request reached the server", &|| server.requests() > 0);
+    // A completion: the run asks `GET /v1/models` first (the target's context length).
+    waited("no request reached the server", &|| {
+        server.post_requests() > 0
+    });
     child.signal(libc::SIGINT);
     waited("the first SIGINT was not taken as a stop", &|| {
         printed(dir.path()).contains("Ctrl-C again to quit now")

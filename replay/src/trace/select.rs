@@ -160,6 +160,21 @@ pub struct SelectionReport {
     /// count (raised to 1 token, or into `((n-1)·bs', n·bs']` for `n` hash ids). Exact count.
     #[serde(default)]
     pub inputs_clamped: u64,
+    /// The target's context length (tokens), read from the server before the run; absent
+    /// when it was not known then (the counts below are absent too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_limit: Option<u64>,
+    /// Where [`SelectionReport::context_limit`] was read (`/v1/models max_model_len`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_limit_source: Option<String>,
+    /// Requests whose planned prompt tokens plus the `max_tokens` they carry exceed
+    /// [`SelectionReport::context_limit`]: the plan's token counts, an estimate of the
+    /// server's tokenizer (exact count of the plan's requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_context: Option<u64>,
+    /// Of [`SelectionReport::over_context`], those whose planned prompt alone exceeds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_over_context: Option<u64>,
     /// What the selection could not do as asked, in words (`max_requests` above what the
     /// window holds: fewer requests are replayed than asked for); absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -366,6 +381,45 @@ impl Trace {
     }
 }
 
+impl SelectionReport {
+    /// Counts the requests that ask for more tokens than the target's context of `limit`
+    /// tokens (read from `source`): `requests` gives each one's planned prompt tokens and the
+    /// `max_tokens` it carries (`None`: none sent, the server picks). A request is over when
+    /// prompt + max_tokens > limit, and over by its prompt alone when prompt > limit (as
+    /// vLLM and canary-sim refuse them). Returns the warning to print when any is over.
+    pub fn count_over_context(
+        &mut self,
+        limit: u64,
+        source: &str,
+        requests: impl Iterator<Item = (u32, Option<u32>)>,
+    ) -> Option<String> {
+        let (mut total, mut over, mut prompt_over) = (0u64, 0u64, 0u64);
+        for (prompt, max_tokens) in requests {
+            total += 1;
+            let prompt = u64::from(prompt);
+            if prompt + u64::from(max_tokens.unwrap_or(0)) > limit {
+                over += 1;
+                if prompt > limit {
+                    prompt_over += 1;
+                }
+            }
+        }
+        self.context_limit = Some(limit);
+        self.context_limit_source = Some(source.to_string());
+        self.over_context = Some(over);
+        self.prompt_over_context = Some(prompt_over);
+        (over > 0).then(|| {
+            format!(
+                "{over} of {total} requests ask for more tokens than the target's context \
+                 ({limit}, from {source}): {prompt_over} by their prompt alone; the server will \
+                 likely refuse them (HTTP 400). Counts are the plan's (prompt tokens + \
+                 max_tokens as planned: an estimate of the server's tokenizer); they are sent \
+                 as planned"
+            )
+        })
+    }
+}
+
 fn describe_drops(r: &SelectionReport) -> String {
     format!(
         "of {} requests, {} outside the window, {} in other shards, {} orphan turns, {} over the limit",
@@ -557,5 +611,30 @@ mod tests {
         let mut r = request(u32::MAX, 0, 512);
         let _ = scale(&mut r, 1e9, scaled_block_size(512, 1e9));
         assert_eq!(r.input_tokens, u32::MAX);
+    }
+
+    /// Over means above the limit, as vLLM and canary-sim refuse (`need > limit`): a request
+    /// of exactly the limit fits; one without `max_tokens` is over only by its prompt.
+    #[test]
+    fn over_context_is_above_the_limit() {
+        let mut r = SelectionReport::default();
+        let requests = [
+            (90, Some(10)),             // exactly 100: fits
+            (90, Some(11)),             // 101: over
+            (101, Some(1)),             // over by its prompt alone
+            (100, None),                // no max_tokens: the prompt alone fits
+            (u32::MAX, Some(u32::MAX)), // no overflow
+        ];
+        let w = r.count_over_context(100, "/v1/models max_model_len", requests.into_iter());
+        assert_eq!((r.over_context, r.prompt_over_context), (Some(3), Some(2)));
+        assert_eq!(r.context_limit, Some(100));
+        let w = w.unwrap();
+        assert!(w.starts_with("3 of 5 requests ask for more tokens than the target's context (100, from /v1/models max_model_len): 2 by their prompt alone"), "{w}");
+        let mut r = SelectionReport::default();
+        assert_eq!(
+            r.count_over_context(100, "x", [(90, Some(10))].into_iter()),
+            None
+        );
+        assert_eq!(r.over_context, Some(0));
     }
 }
