@@ -385,7 +385,9 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     common::eventually(60, "a skipped schedule", || {
         get(status_port, "/metrics")
             .1
-            .contains(&format!("canaryd_skips_total{{workload=\"{skipper}\"}}"))
+            .contains(&format!(
+                "canaryd_skips_total{{workload=\"{skipper}\",reason=\"overrun\"}}"
+            ))
             .then_some(())
     });
     let good_cfg = std::fs::read_to_string(&cfg).unwrap();
@@ -831,7 +833,7 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     got.sort_by(|a, b| a.0.cmp(&b.0));
     let skipped = scraped_value(
         &scraped,
-        &format!("canaryd_skips_total{{workload=\"{skipper}\"}}"),
+        &format!("canaryd_skips_total{{workload=\"{skipper}\",reason=\"overrun\"}}"),
     );
     assert!(skipped >= 1.0, "{scraped}");
     assert_eq!(got.len(), 2, "{expr}: {series:?}");
