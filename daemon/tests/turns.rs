@@ -165,3 +165,29 @@ fn a_workload_taken_out_mid_run_shows_running_until_its_run_ends() {
         "{text}"
     );
 }
+
+#[test]
+fn a_closed_loop_that_an_unanswering_target_could_stretch_far_past_its_period_is_warned() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = common::sim(&[]);
+    // 10 requests by 2 users, 5 each one after another, each allowed 10 min: up to 50 min
+    // against a target that never answers, every 10 min.
+    let config = write_config(
+        dir.path(),
+        sim_port,
+        "[workloads.loop]\ntarget = \"sim\"\nisl = 20\nosl = 4\nconcurrency = 2\n\
+         request_count = 10\nevery = \"10m\"\n",
+    );
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "model = \"canary-sim\"\n",
+        "model = \"canary-sim\"\nrequest_timeout = \"10m\"\n",
+    );
+    std::fs::write(&config, text).unwrap();
+    let (_d, _status) = common::daemon_on_own_port(dir.path(), &config, "daemon.log", &[]);
+    let log = eventually(30, "the warning about an unbounded run", || {
+        let log = std::fs::read_to_string(dir.path().join("daemon.log")).ok()?;
+        log.contains("a run can last up to 3000s (an upper bound: 10 requests by 2 user(s)")
+            .then_some(log)
+    });
+    assert!(log.contains("more than 3 times its period 600s"), "{log}");
+}

@@ -261,6 +261,9 @@ impl Daemon {
                 w.target,
                 self.next_run_said(w)
             );
+            if let Some(why) = unbounded_run(&config, w) {
+                tracing::warn!(workload = %w.name, "{why}");
+            }
             let (d, c, w, s) = (self.clone(), config.clone(), w.clone(), stop.clone());
             let name = w.name.clone();
             tasks.push((
@@ -927,6 +930,39 @@ impl Daemon {
         let previous = self.previous_due.lock().unwrap().get(&w.name).copied();
         said_next(w.cadence.next_due((self.wall)(), previous), w)
     }
+}
+
+/// How far past its period a closed loop of a request count can run against a target that
+/// accepts and never answers, before this is said (runs have no deadline).
+const UNANSWERED_PERIODS: u32 = 3;
+
+/// Why a run of `w` can last far longer than its period when its target accepts requests
+/// and never answers: a closed loop of a request count, its users each sending their share
+/// one after another, each waiting the target's whole `request_timeout` (audit finding 2).
+fn unbounded_run(config: &Config, w: &Workload) -> Option<String> {
+    let Some(crate::config::shape::Synthetic::ClosedLoop(c)) = &w.synthetic else {
+        return None;
+    };
+    // One bounded by a duration too ends then, but for the requests in flight.
+    let (Some(count), None) = (c.extent.count, c.extent.duration) else {
+        return None;
+    };
+    let timeout = config.targets.get(&w.target)?.request_timeout;
+    let period = w.cadence.shortest_gap()?;
+    let users = c.users.max(1) as u64;
+    let rounds = u32::try_from(count.div_ceil(users)).unwrap_or(u32::MAX);
+    let worst = timeout.saturating_mul(rounds);
+    (worst > period.saturating_mul(UNANSWERED_PERIODS)).then(|| {
+        format!(
+            "a run can last up to {worst:?} (an upper bound: {count} requests by {users} user(s), \
+             one after another, each waiting request_timeout {timeout:?}) against a target that \
+             accepts requests and never answers, more than {UNANSWERED_PERIODS} times its \
+             period {period:?}: runs have no deadline, and its due runs are skipped meanwhile \
+             (canaryd_skips_total{{reason=\"overrun\"}}); a shorter request_timeout on target \
+             {} bounds it",
+            w.target
+        )
+    })
 }
 
 /// `; next run at <time>` (UTC), with the jitter that may come on top.
