@@ -424,7 +424,7 @@ fn sigterm_mid_run_records_a_partial_run_and_a_restart_keeps_history() {
     });
     eventually(30, "a skipped schedule", || {
         metrics(status)
-            .contains("canaryd_skips_total{workload=\"long\"}")
+            .contains("canaryd_skips_total{workload=\"long\",reason=\"overrun\"}")
             .then_some(())
     });
     d.signal(libc::SIGTERM);

@@ -399,7 +399,9 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     common::eventually(60, "a skipped schedule", || {
         get(status_port, "/metrics")
             .1
-            .contains(&format!("canaryd_skips_total{{workload=\"{skipper}\"}}"))
+            .contains(&format!(
+                "canaryd_skips_total{{workload=\"{skipper}\",reason=\"overrun\"}}"
+            ))
             .then_some(())
     });
     let good_cfg = std::fs::read_to_string(&cfg).unwrap();
@@ -836,7 +838,7 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     let got = by_label(&series, "workload");
     let skipped = scraped_value(
         &scraped,
-        &format!("canaryd_skips_total{{workload=\"{skipper}\"}}"),
+        &format!("canaryd_skips_total{{workload=\"{skipper}\",reason=\"overrun\"}}"),
     );
     assert!(skipped >= 1.0, "{scraped}");
     assert_eq!(got.len(), 2, "{expr}: {series:?}");

@@ -9,7 +9,7 @@ mod wall;
 
 use super::history::{History, RunRow};
 use super::run_result::{new_run_id, Ran, RunResult};
-use super::sinks::{RunSink, Sinks};
+use super::sinks::{RunSink, Sinks, SkipReason};
 use super::status::StatusMetrics;
 use super::workload::RunContext;
 use crate::config::cadence::{Ticker, WallClock};
@@ -46,6 +46,10 @@ pub(super) struct Daemon {
     target_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Workloads with a run in progress (waiting for the target's turn included).
     running: Mutex<HashSet<String>>,
+    /// Turns taken: the server (a key of `target_locks`) and the workload whose run holds it.
+    turns: Mutex<HashMap<String, String>>,
+    /// Runs waiting for a turn: the workload and the server it waits for.
+    waiting: Mutex<HashMap<String, String>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// Each workload's last due time, kept across reloads so a SIGHUP does not re-run it;
     /// seeded at start from its last run's start ([`Daemon::resume_cadences`]).
@@ -203,6 +207,8 @@ impl Daemon {
             target_locks: Mutex::default(),
             tasks: Mutex::default(),
             running: Mutex::default(),
+            turns: Mutex::default(),
+            waiting: Mutex::default(),
             previous_due: Mutex::default(),
             progress: Mutex::default(),
             runner: replay_run,
@@ -240,13 +246,24 @@ impl Daemon {
             .lock()
             .unwrap()
             .retain(|w, _| names.contains(w));
+        // The turns of servers no target names any more go, unless a run holds or waits for
+        // one (it holds a clone of its lock).
+        let servers: HashSet<String> = config.targets.values().flat_map(servers).collect();
+        self.target_locks
+            .lock()
+            .unwrap()
+            .retain(|k, lock| servers.contains(k) || Arc::strong_count(lock) > 1);
         for w in &config.workloads {
             tracing::info!(
                 workload = %w.name,
-                "scheduled {} against {}",
+                "scheduled {} against {}{}",
                 w.cadence.describe(),
-                w.target
+                w.target,
+                self.next_run_said(w)
             );
+            if let Some(why) = unbounded_run(&config, w) {
+                tracing::warn!(workload = %w.name, "{why}");
+            }
             let (d, c, w, s) = (self.clone(), config.clone(), w.clone(), stop.clone());
             let name = w.name.clone();
             tasks.push((
@@ -271,10 +288,14 @@ impl Daemon {
         let mut previous = self.previous_due.lock().unwrap().get(&w.name).copied();
         let mut ticker = Ticker::resume(w.cadence.clone(), previous, self.wall);
         let mut watch = wall::WallWatch::new(self.wall, &w.name);
-        // Said once per spell of overlapping runs, not at every tick (`every = "1s"` and a
-        // minute-long run logged a warning a second); canaryd_skips_total counts them all.
-        let mut overlapping = false;
+        // Said once per spell of overlapping runs (and again when its reason changes), not at
+        // every tick (`every = "1s"` and a minute-long run logged a warning a second);
+        // canaryd_skips_total counts them all.
+        let mut overlapping: Option<SkipReason> = None;
         loop {
+            // Before jitter: what the ticker waits for next.
+            let next = w.cadence.next_due((self.wall)(), previous);
+            self.metrics.set_next_run(&w.name, next);
             tokio::select! {
                 tick = ticker.tick(&stop) => {
                     if tick.is_none() {
@@ -284,6 +305,8 @@ impl Daemon {
                 () = watch.stepped_back() => {
                     // The tick waited for was computed before the step: again, from now.
                     ticker = Ticker::resume(w.cadence.clone(), previous, self.wall);
+                    let next = w.cadence.next_due((self.wall)(), previous);
+                    tracing::info!(workload = %w.name, "rescheduled after the clock stepped back{}", said_next(next, &w));
                     continue;
                 }
             }
@@ -295,20 +318,20 @@ impl Daemon {
                     .insert(w.name.clone(), due);
             }
             let Some(task) = self.start_run(config.clone(), w.clone()) else {
-                match std::mem::replace(&mut overlapping, true) {
+                let (reason, why) = self.why_busy(&w.name);
+                match overlapping.replace(reason) == Some(reason) {
                     false => tracing::warn!(
                         workload = %w.name,
-                        "due again while the previous run is still going: skipped (said once \
-                         until a run starts again; canaryd_skips_total counts every skip)"
+                        "due again while {why}: skipped (said once until a run starts again or \
+                         the reason changes; canaryd_skips_total{{reason=\"{}\"}} counts every skip)",
+                        reason.as_str()
                     ),
-                    true => {
-                        tracing::debug!(workload = %w.name, "due again while the previous run is still going: skipped")
-                    }
+                    true => tracing::debug!(workload = %w.name, "due again while {why}: skipped"),
                 }
-                self.sinks.run_skipped(&w.name);
+                self.sinks.run_skipped(&w.name, reason);
                 continue;
             };
-            overlapping = false;
+            overlapping = None;
             let mut tasks = self.tasks.lock().unwrap();
             tasks.retain(|t| !t.is_finished());
             tasks.push(task);
@@ -333,32 +356,80 @@ impl Daemon {
         let target = &config.targets[&w.target];
         // One turn per server, on every server the target's URLs reach, taken in one order
         // (the keys sorted) so that two targets sharing servers cannot each hold one.
-        let locks: Vec<Arc<tokio::sync::Mutex<()>>> = match target.allow_concurrent_runs {
+        let locks: Vec<(String, Arc<tokio::sync::Mutex<()>>)> = match target.allow_concurrent_runs {
             true => Vec::new(),
             false => {
                 let mut all = self.target_locks.lock().unwrap();
                 servers(target)
                     .into_iter()
-                    .map(|k| all.entry(k).or_default().clone())
+                    .map(|k| {
+                        let lock = all.entry(k.clone()).or_default().clone();
+                        (k, lock)
+                    })
                     .collect()
             }
         };
         let mut _turns = Vec::with_capacity(locks.len());
-        for lock in locks {
-            tokio::select! {
-                g = lock.lock_owned() => _turns.push(g),
-                _ = self.shutdown.cancelled() => {
-                    // Never started, so not a failed run (a restart would raise error alerts
-                    // for every queued workload): a skip, counted and logged.
-                    tracing::info!(
-                        workload = %w.name,
-                        "not started: the daemon stopped while the run waited for its turn on target {}",
-                        target.name
-                    );
-                    self.sinks.run_skipped(&w.name);
-                    return;
+        // Let go of (and forgotten as holder) when the run ends, however it ends.
+        let mut held = TurnsHeld {
+            daemon: self.clone(),
+            workload: w.name.clone(),
+            servers: Vec::new(),
+        };
+        let asked = std::time::Instant::now();
+        let mut waited_for = None;
+        for (server, lock) in locks {
+            let guard = match lock.clone().try_lock_owned() {
+                Ok(g) => g,
+                Err(_) => {
+                    let holder = self.turns.lock().unwrap().get(&server).cloned();
+                    waited_for = Some((server.clone(), holder));
+                    self.waiting
+                        .lock()
+                        .unwrap()
+                        .insert(w.name.clone(), server.clone());
+                    let got = tokio::select! {
+                        g = lock.lock_owned() => Some(g),
+                        _ = self.shutdown.cancelled() => None,
+                    };
+                    self.waiting.lock().unwrap().remove(&w.name);
+                    let Some(g) = got else {
+                        // Never started, so not a failed run (a restart would raise error
+                        // alerts for every queued workload): a skip, counted and logged.
+                        tracing::info!(
+                            workload = %w.name,
+                            "not started: the daemon stopped while the run waited for its turn on server {server} (target {})",
+                            target.name
+                        );
+                        self.sinks.run_skipped(&w.name, SkipReason::Stopping);
+                        return;
+                    };
+                    g
                 }
-            }
+            };
+            _turns.push(guard);
+            self.turns
+                .lock()
+                .unwrap()
+                .insert(server.clone(), w.name.clone());
+            held.servers.push(server);
+        }
+        // Measured on the monotonic clock: 0 when every turn was free.
+        let turn_wait = match waited_for {
+            Some(_) => asked.elapsed(),
+            None => std::time::Duration::ZERO,
+        };
+        self.metrics.set_turn_wait(&w.name, turn_wait);
+        if let Some((server, holder)) = &waited_for {
+            tracing::info!(
+                workload = %w.name,
+                "starts {:.3} s late: it waited for its turn on server {server}{}",
+                turn_wait.as_secs_f64(),
+                holder
+                    .as_ref()
+                    .map(|h| format!(" (held by workload {h} when it asked)"))
+                    .unwrap_or_default()
+            );
         }
         let progress = Arc::new(Progress::default());
         self.progress
@@ -384,8 +455,8 @@ impl Daemon {
         // Comparing, storing and pruning touch SQLite and the disk: off the async threads,
         // where a slow history would stall every run's measurement and the watchdog.
         let (d, name) = (self.clone(), w.name.clone());
-        if let Err(e) = tokio::task::spawn_blocking(move || d.finish(&config, &name, result)).await
-        {
+        let recorded = move || d.finish_waited(&config, &name, result, Some(turn_wait));
+        if let Err(e) = tokio::task::spawn_blocking(recorded).await {
             tracing::error!(workload = %w.name, "recording the run: {e}");
         }
     }
@@ -408,7 +479,7 @@ impl Daemon {
                 );
             }
         }
-        self.sinks.run_skipped(&run.workload);
+        self.sinks.run_skipped(&run.workload, SkipReason::Stopping);
     }
 
     /// Records the runs left without a verdict (see [`crate::service::recovery`]): `error: no
@@ -531,8 +602,20 @@ impl Daemon {
     }
 
     /// Records a finished run of `workload` and hands it to the sinks.
-    fn finish(&self, config: &Config, workload: &str, mut result: RunResult) {
-        if let Err(e) = self.record(config, workload, &mut result) {
+    fn finish(&self, config: &Config, workload: &str, result: RunResult) {
+        self.finish_waited(config, workload, result, None)
+    }
+
+    /// [`Self::finish`] for a run that waited `turn_wait` for its turn on its servers
+    /// (written to its `verdict.json`; `None`: not known, a recovered run).
+    fn finish_waited(
+        &self,
+        config: &Config,
+        workload: &str,
+        mut result: RunResult,
+        turn_wait: Option<std::time::Duration>,
+    ) {
+        if let Err(e) = self.record(config, workload, &mut result, turn_wait) {
             tracing::error!(workload = %workload, run = %result.run.id, "recording the run: {e:#}");
         }
         self.sinks.run_finished(workload, &result);
@@ -545,13 +628,19 @@ impl Daemon {
     /// what was measured, nor have the next start take the run for one whose process died.
     /// The verdict comes first so that a run the history (and `/api/runs`) shows has its
     /// verdict.json; a stop between the two leaves a folder the next start records.
-    fn record(&self, config: &Config, workload: &str, result: &mut RunResult) -> Result<()> {
+    fn record(
+        &self,
+        config: &Config,
+        workload: &str,
+        result: &mut RunResult,
+        turn_wait: Option<std::time::Duration>,
+    ) -> Result<()> {
         self.compare_with_baseline(config, workload, result);
         self.compare_capacity(config, workload, result);
         self.compare_knee(config, workload, result);
         announce::log_verdict(config, workload, result);
         let row = RunRow::from(&*result);
-        let written = announce::write_verdict(result);
+        let written = announce::write_verdict(result, turn_wait);
         // A run recovered at start (it left no verdict.json) takes its place by start among
         // the runs recorded since, as a run recorded late does, not the newest.
         let stored = match result.recovered {
@@ -787,6 +876,111 @@ impl Daemon {
             .collect();
         format!("running {}", parts.join(", "))
     }
+}
+
+/// The turns a run holds, by server: forgotten as their holder when it ends.
+struct TurnsHeld {
+    daemon: Arc<Daemon>,
+    workload: String,
+    servers: Vec<String>,
+}
+
+impl Drop for TurnsHeld {
+    fn drop(&mut self) {
+        let mut turns = self.daemon.turns.lock().unwrap_or_else(|e| e.into_inner());
+        for s in &self.servers {
+            if turns.get(s) == Some(&self.workload) {
+                turns.remove(s);
+            }
+        }
+    }
+}
+
+impl Daemon {
+    /// Why `workload` cannot start a run now (a run of it is in progress): the skip's reason
+    /// and the words for it.
+    fn why_busy(&self, workload: &str) -> (SkipReason, String) {
+        let waits = self.waiting.lock().unwrap().get(workload).cloned();
+        match waits {
+            Some(server) => {
+                let holder = self.turns.lock().unwrap().get(&server).cloned();
+                let by = holder
+                    .map(|h| format!(", held by workload {h}"))
+                    .unwrap_or_default();
+                (
+                    SkipReason::Turn,
+                    format!(
+                        "its previous run is still waiting for its turn on server {server}{by}"
+                    ),
+                )
+            }
+            None => (
+                SkipReason::Overrun,
+                "the previous run is still going".to_string(),
+            ),
+        }
+    }
+
+    /// `; next run at …` for the log line of a workload just scheduled, when known.
+    fn next_run_said(&self, w: &Workload) -> String {
+        if w.start_at.is_some() {
+            // The grid's loop says its first instant.
+            return String::new();
+        }
+        let previous = self.previous_due.lock().unwrap().get(&w.name).copied();
+        said_next(w.cadence.next_due((self.wall)(), previous), w)
+    }
+}
+
+/// How far past its period a closed loop of a request count can run against a target that
+/// accepts and never answers, before this is said (runs have no deadline).
+const UNANSWERED_PERIODS: u32 = 3;
+
+/// Why a run of `w` can last far longer than its period when its target accepts requests
+/// and never answers: a closed loop of a request count, its users each sending their share
+/// one after another, each waiting the target's whole `request_timeout` (audit finding 2).
+fn unbounded_run(config: &Config, w: &Workload) -> Option<String> {
+    let Some(crate::config::shape::Synthetic::ClosedLoop(c)) = &w.synthetic else {
+        return None;
+    };
+    // One bounded by a duration too ends then, but for the requests in flight.
+    let (Some(count), None) = (c.extent.count, c.extent.duration) else {
+        return None;
+    };
+    let timeout = config.targets.get(&w.target)?.request_timeout;
+    let period = w.cadence.shortest_gap()?;
+    let users = c.users.max(1) as u64;
+    let rounds = u32::try_from(count.div_ceil(users)).unwrap_or(u32::MAX);
+    let worst = timeout.saturating_mul(rounds);
+    (worst > period.saturating_mul(UNANSWERED_PERIODS)).then(|| {
+        format!(
+            "a run can last up to {worst:?} (an upper bound: {count} requests by {users} user(s), \
+             one after another, each waiting request_timeout {timeout:?}) against a target that \
+             accepts requests and never answers, more than {UNANSWERED_PERIODS} times its \
+             period {period:?}: runs have no deadline, and its due runs are skipped meanwhile \
+             (canaryd_skips_total{{reason=\"overrun\"}}); a shorter request_timeout on target \
+             {} bounds it",
+            w.target
+        )
+    })
+}
+
+/// `; next run at <time>` (UTC), with the jitter that may come on top.
+fn said_next(next: SystemTime, w: &Workload) -> String {
+    let at = chrono::DateTime::<chrono::Utc>::from(next)
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let jitter = match &w.cadence {
+        crate::config::cadence::Cadence::Every {
+            jitter: Some(j), ..
+        }
+        | crate::config::cadence::Cadence::Cron {
+            jitter: Some(j), ..
+        } => {
+            format!(" (plus up to {j:?} of jitter)")
+        }
+        _ => String::new(),
+    };
+    format!("; next run at {at}{jitter}")
 }
 
 /// The servers a target's runs load, each as `scheme://host:port` however its URLs were

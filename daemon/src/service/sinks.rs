@@ -13,11 +13,38 @@ pub trait RunSink: Send + Sync {
     /// A run of `workload` finished (its verdict and baseline comparison are filled in).
     fn run_finished(&self, workload: &str, run: &RunResult);
 
-    /// A due run of `workload` was skipped because its previous run was still going.
-    fn run_skipped(&self, _workload: &str) {}
+    /// A due run of `workload` was skipped, and why.
+    fn run_skipped(&self, _workload: &str, _reason: SkipReason) {}
 
     /// The daemon is stopping: send what is buffered.
     fn flush(&self) {}
+}
+
+/// Why a due run was skipped: `canaryd_skips_total`'s `reason` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SkipReason {
+    /// The workload's previous run was still going.
+    Overrun,
+    /// The workload's previous run was still waiting for its turn on a server another
+    /// workload's run held.
+    Turn,
+    /// The daemon stopped before the run's first measured request (while it waited for its
+    /// turn, loaded its trace or warmed up).
+    Stopping,
+}
+
+impl SkipReason {
+    /// Every reason, in label order.
+    pub const ALL: [SkipReason; 3] = [SkipReason::Overrun, SkipReason::Turn, SkipReason::Stopping];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::Overrun => "overrun",
+            SkipReason::Turn => "turn",
+            SkipReason::Stopping => "stopping",
+        }
+    }
 }
 
 /// Several sinks, called in order.
@@ -31,9 +58,9 @@ impl RunSink for Sinks {
         }
     }
 
-    fn run_skipped(&self, workload: &str) {
+    fn run_skipped(&self, workload: &str, reason: SkipReason) {
         for s in &self.0 {
-            s.run_skipped(workload);
+            s.run_skipped(workload, reason);
         }
     }
 
@@ -50,7 +77,7 @@ impl RunSink for StatusMetrics {
         self.record_run(workload, run);
     }
 
-    fn run_skipped(&self, workload: &str) {
-        self.record_skip(workload);
+    fn run_skipped(&self, workload: &str, reason: SkipReason) {
+        self.record_skip(workload, reason);
     }
 }

@@ -487,6 +487,8 @@ fn route(
                     StatusCode::OK,
                     &json!({
                         "unhealthy": metrics.unhealthy(),
+                        // When each workload's next run is due, Unix ms (before jitter).
+                        "next_run_unix_ms": metrics.next_runs(),
                         "runs": rows.iter().map(RunBrief::from).collect::<Vec<_>>(),
                     }),
                 ),

@@ -108,11 +108,22 @@ impl Front for WorkloadFront<'_> {
 }
 
 impl RunContext {
-    /// Ends the OTLP last-run series of workloads no longer in `config`.
+    /// Ends the OTLP last-run series of workloads no longer in `config`, and forgets the
+    /// outages of metrics URLs it no longer names (a run going on keeps its own).
     pub fn retain_workloads(&self, config: &Config) {
         if let Some(otlp) = &self.otlp {
             otlp.retain_workloads(config);
         }
+        let named: std::collections::HashSet<&String> = config
+            .targets
+            .values()
+            .filter_map(|t| t.metrics_url.as_ref())
+            .chain(config.telemetry.dcgm_url.as_ref())
+            .collect();
+        self.outages
+            .lock()
+            .unwrap()
+            .retain(|u, _| named.contains(u));
     }
 
     /// Seeds the OTLP last-run gauges again from each workload's last stored run (`latest`:

@@ -159,7 +159,10 @@ fn sweep_figures(s: &crate::judge::knee::SweepRun, passed: bool) -> String {
 }
 
 /// Writes the run's `verdict.json` into its artifacts folder.
-pub(super) fn write_verdict(result: &RunResult) -> Result<()> {
+pub(super) fn write_verdict(
+    result: &RunResult,
+    turn_wait: Option<std::time::Duration>,
+) -> Result<()> {
     std::fs::create_dir_all(&result.run.artifacts)
         .with_context(|| format!("creating {}", result.run.artifacts.display()))?;
     let verdict = serde_json::json!({
@@ -179,6 +182,9 @@ pub(super) fn write_verdict(result: &RunResult) -> Result<()> {
         "context_changes": result.outcome.as_ref().and_then(|o| o.context_changes.as_ref()),
         "started_unix_ms": result.run.started_unix_ms,
         "finished_unix_ms": result.run.finished_unix_ms,
+        // How long the run waited for its turn on its servers before it started (measured,
+        // ms; 0: none was held); null for a run recovered at start.
+        "turn_wait_ms": turn_wait.map(|d| d.as_secs_f64() * 1000.0),
     });
     // Whole or not at all: recovery takes a readable verdict.json as the run settled.
     let path = result.run.artifacts.join("verdict.json");

@@ -35,6 +35,10 @@ impl Daemon {
                 tracing::warn!(workload = %w.name, "no grid instant from {} on: no more runs", start.text);
                 return;
             };
+            self.metrics.set_next_run(
+                &w.name,
+                std::time::UNIX_EPOCH + std::time::Duration::from_nanos(grid.max(0) as u64),
+            );
             if first {
                 tracing::info!(
                     workload = %w.name,
@@ -64,12 +68,13 @@ impl Daemon {
                 max_late: start.max_late,
             });
             let Some(task) = self.start_run(config.clone(), run) else {
+                let (reason, why) = self.why_busy(&w.name);
                 tracing::info!(
                     workload = %w.name,
-                    "grid instant {} missed: the previous run is still going; the next grid instant is taken",
+                    "grid instant {} missed: {why}; the next grid instant is taken",
                     crate::instant::rfc3339(grid)
                 );
-                self.sinks.run_skipped(&w.name);
+                self.sinks.run_skipped(&w.name, reason);
                 continue;
             };
             {

@@ -31,6 +31,8 @@ fn daemon_on(
         target_locks: Mutex::default(),
         tasks: Mutex::default(),
         running: Mutex::default(),
+        turns: Mutex::default(),
+        waiting: Mutex::default(),
         previous_due: Mutex::default(),
         progress: Mutex::default(),
         runner,
@@ -102,7 +104,7 @@ async fn a_stop_while_waiting_for_the_target_is_a_skip_not_an_error() {
     assert!(
         d.metrics
             .render()
-            .contains("canaryd_skips_total{workload=\"w\"} 1"),
+            .contains("canaryd_skips_total{workload=\"w\",reason=\"stopping\"} 1"),
         "{}",
         d.metrics.render()
     );
@@ -495,7 +497,7 @@ fn knees_an_older_rule_found_are_no_baseline_for_the_current_rules() {
     // ones do not say it again (they follow a run of this rule).
     let mut quiet = passed("quiet", 40.0);
     quiet.run.sweep.as_mut().unwrap().knee = None;
-    d.record(&config, "w", &mut quiet).unwrap();
+    d.record(&config, "w", &mut quiet, None).unwrap();
     let s = quiet.run.sweep.as_ref().unwrap();
     assert_eq!(s.new_load.as_deref(), Some(&*new_rule_note(1, KNEE_RULE)));
     assert!(
@@ -509,7 +511,7 @@ fn knees_an_older_rule_found_are_no_baseline_for_the_current_rules() {
 
     // 40 req/s against the old knees (100 ± 0) would fail; by this rule it starts anew.
     let mut first = passed("new0", 40.0);
-    d.record(&config, "w", &mut first).unwrap();
+    d.record(&config, "w", &mut first, None).unwrap();
     assert_eq!(
         first.run.verdict.kind,
         VerdictKind::Pass,
@@ -522,7 +524,7 @@ fn knees_an_older_rule_found_are_no_baseline_for_the_current_rules() {
 
     // The next runs are judged against this rule's knee alone.
     let mut second = passed("new1", 39.0);
-    d.record(&config, "w", &mut second).unwrap();
+    d.record(&config, "w", &mut second, None).unwrap();
     assert_eq!(
         second.run.verdict.kind,
         VerdictKind::Pass,
@@ -536,7 +538,7 @@ fn knees_an_older_rule_found_are_no_baseline_for_the_current_rules() {
     );
     assert_eq!(s.new_load, None);
     let mut third = passed("new2", 20.0);
-    d.record(&config, "w", &mut third).unwrap();
+    d.record(&config, "w", &mut third, None).unwrap();
     assert_eq!(third.run.verdict.kind, VerdictKind::Fail);
     assert!(
         third.run.verdict.reasons[0].starts_with("knee at 20 req/s, baseline 39.5 ± 0.5"),
@@ -635,7 +637,7 @@ async fn a_run_stopped_before_its_first_measured_request_is_a_skip() {
     assert!(left.is_empty(), "{left:?}");
     let text = d.metrics.render();
     assert!(
-        text.contains("canaryd_skips_total{workload=\"w\"} 1"),
+        text.contains("canaryd_skips_total{workload=\"w\",reason=\"stopping\"} 1"),
         "{text}"
     );
     assert!(

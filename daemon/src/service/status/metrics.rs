@@ -6,6 +6,7 @@ use super::brief::{Figures, RunBrief};
 use crate::judge::verdict::VerdictKind;
 use crate::service::history::{ListedRow, RunRow};
 use crate::service::run_result::RunResult;
+use crate::service::sinks::SkipReason;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,8 +31,12 @@ pub struct StatusMetrics {
 #[derive(Default)]
 struct State {
     runs: BTreeMap<(String, VerdictKind), u64>,
-    skips: BTreeMap<String, u64>,
+    skips: BTreeMap<(String, SkipReason), u64>,
     running: BTreeMap<String, bool>,
+    /// When each workload's next run is due (Unix s; before jitter).
+    next_run: BTreeMap<String, f64>,
+    /// How long each workload's last run waited for its turn on its servers (seconds).
+    turn_wait: BTreeMap<String, f64>,
     last: BTreeMap<String, RunBrief>,
     reloads: BTreeMap<&'static str, u64>,
     /// Items exporters dropped, by signal: spans, metric exports, log events (units differ,
@@ -71,8 +76,11 @@ impl StatusMetrics {
         let mut s = self.state.lock().unwrap();
         let keep: BTreeSet<String> = configured.into_iter().cloned().collect();
         s.runs.retain(|(w, _), _| keep.contains(w));
-        s.skips.retain(|w, _| keep.contains(w));
-        s.running.retain(|w, _| keep.contains(w));
+        s.skips.retain(|(w, _), _| keep.contains(w));
+        // A run still going when its workload was taken out shows until it ends.
+        s.running.retain(|w, r| keep.contains(w) || *r);
+        s.next_run.retain(|w, _| keep.contains(w));
+        s.turn_wait.retain(|w, _| keep.contains(w));
         s.last.retain(|w, _| keep.contains(w));
         s.configured = Some(keep);
     }
@@ -154,6 +162,38 @@ impl StatusMetrics {
         let mut s = self.state.lock().unwrap();
         if s.shows(workload) {
             s.running.insert(workload.to_string(), running);
+        } else if !running {
+            // A run of a workload a reload took out ended: its series goes now.
+            s.running.remove(workload);
+        }
+    }
+
+    /// When `workload`'s next run is due (before jitter).
+    pub fn set_next_run(&self, workload: &str, due: std::time::SystemTime) {
+        let mut s = self.state.lock().unwrap();
+        if s.shows(workload) {
+            let secs = due
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            s.next_run.insert(workload.to_string(), secs);
+        }
+    }
+
+    /// When each workload's next run is due, Unix ms (before jitter).
+    pub fn next_runs(&self) -> BTreeMap<String, i64> {
+        let s = self.state.lock().unwrap();
+        s.next_run
+            .iter()
+            .map(|(w, t)| (w.clone(), (t * 1000.0).round() as i64))
+            .collect()
+    }
+
+    /// How long `workload`'s run that just got its turn waited for it.
+    pub fn set_turn_wait(&self, workload: &str, waited: std::time::Duration) {
+        let mut s = self.state.lock().unwrap();
+        if s.shows(workload) {
+            s.turn_wait
+                .insert(workload.to_string(), waited.as_secs_f64());
         }
     }
 
@@ -227,10 +267,13 @@ impl State {
             out,
             "canaryd_skips_total",
             "counter",
-            "Scheduled runs skipped: the previous run of the workload was still going, or the daemon stopped while the run waited for its target.",
-            self.skips
-                .iter()
-                .map(|(w, c)| (format!("workload=\"{}\"", esc(w)), *c as f64)),
+            "Scheduled runs skipped, by reason: overrun (the workload's previous run was still going), turn (its previous run was still waiting for its turn on a server another workload's run held), stopping (the daemon stopped before the run's first measured request).",
+            self.skips.iter().map(|((w, r), c)| {
+                (
+                    format!("workload=\"{}\",reason=\"{}\"", esc(w), r.as_str()),
+                    *c as f64,
+                )
+            }),
         );
         write_family(
             out,
@@ -240,6 +283,24 @@ impl State {
             self.running
                 .iter()
                 .map(|(w, r)| (format!("workload=\"{}\"", esc(w)), f64::from(u8::from(*r)))),
+        );
+        write_family(
+            out,
+            "canaryd_next_run_timestamp_seconds",
+            "gauge",
+            "When the workload's next run is due (Unix time; before its jitter, and it may wait for its turn on its servers).",
+            self.next_run
+                .iter()
+                .map(|(w, t)| (format!("workload=\"{}\"", esc(w)), *t)),
+        );
+        write_family(
+            out,
+            "canaryd_last_run_turn_wait_seconds",
+            "gauge",
+            "How long the workload's last started run waited for its turn on its servers (another workload's run held one), measured; 0 when it waited for none.",
+            self.turn_wait
+                .iter()
+                .map(|(w, t)| (format!("workload=\"{}\"", esc(w)), *t)),
         );
         write_family(
             out,
@@ -566,10 +627,10 @@ impl StatusMetrics {
     }
 
     /// Counts a skipped schedule.
-    pub fn record_skip(&self, workload: &str) {
+    pub fn record_skip(&self, workload: &str, reason: SkipReason) {
         let mut s = self.state.lock().unwrap();
         if s.shows(workload) {
-            *s.skips.entry(workload.to_string()).or_default() += 1;
+            *s.skips.entry((workload.to_string(), reason)).or_default() += 1;
         }
     }
 }
