@@ -168,7 +168,7 @@ pub async fn execute(
     tracing::info!(
         workload = %plan.workload,
         run = %plan.replay.run_id,
-        requests = requests.as_deref(),
+        requests = requests.as_deref().map(tracing::field::display),
         url = %plan.replay.target.url(),
         "{}",
         plan.load.describe()
