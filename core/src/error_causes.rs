@@ -57,8 +57,10 @@ pub struct ErrorCause {
 impl ErrorCauses {
     /// Distinct causes kept; later new ones are only counted.
     pub const DISTINCT: usize = 64;
-    /// Characters of a message kept (a server's error body can be long).
-    pub const MESSAGE_CHARS: usize = 200;
+    /// Characters of a message kept (a server's error body can be long): room for canaryd's
+    /// own hints after an error chain (the mTLS one names four flags in about 370
+    /// characters; at 200 it lost `--client-key`), bounded all the same.
+    pub const MESSAGE_CHARS: usize = 512;
     /// Causes listed in the summary, most frequent first.
     pub const LISTED: usize = 3;
 

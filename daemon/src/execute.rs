@@ -189,10 +189,11 @@ pub async fn execute(
     // time, shortly before its deadline, by the dispatcher.
     let prompts = front.prompts(&plan.prompts)?;
     let info = RunInfo::new(&plan, &prepared, &prompts);
+    let requests = prepared.work.expected_text();
     tracing::info!(
         workload = %plan.workload,
         run = %plan.replay.run_id,
-        requests = prepared.work.expected_requests(),
+        requests = requests.as_deref().map(tracing::field::display),
         url = %plan.replay.target.url(),
         "{}",
         plan.load.describe()

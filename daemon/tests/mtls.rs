@@ -125,6 +125,13 @@ fn a_replay_presents_its_client_certificate_to_the_target_and_its_metrics() {
     };
     assert_eq!(records.len(), 20, "{records:#?}");
     assert!(records.iter().all(said), "{records:#?}");
+    // The summary's cause (and the `top error cause` line) keeps canaryd's hint whole: cut
+    // at 200 characters it ended `give one with --client-cert and…` (README audit, 12).
+    let cause = s["error_causes"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        cause.contains("--client-cert and --client-key") && !cause.ends_with('…'),
+        "{cause}"
+    );
     // Its `/metrics`, scraped without one, says so in the same plain words (it quoted
     // rustls' alert).
     let metrics = &s["telemetry_sources"]["server_metrics"];

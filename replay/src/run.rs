@@ -52,6 +52,9 @@ pub use work::{ClosedLoopWork, Pace, PlannedLoad, RateWork, Work};
 pub struct Progress {
     /// Requests in the schedule (warm-up excluded).
     pub total: AtomicU64,
+    /// Whether `total` is an estimate (rate × duration for a rate bounded by time only), not a
+    /// count that will be sent.
+    pub total_estimated: std::sync::atomic::AtomicBool,
     /// Requests sent so far.
     pub sent: AtomicU64,
     /// Requests finished (ok or error).
@@ -197,6 +200,9 @@ async fn run_here(
         false => None,
     };
     let workload = setup::workload_context(&config, &work);
+    progress
+        .total_estimated
+        .store(work.expected_is_estimate(), Ordering::Relaxed);
     progress
         .total
         .store(work.expected_requests(), Ordering::Relaxed);

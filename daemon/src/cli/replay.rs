@@ -430,17 +430,24 @@ impl TelemetryArgs {
 
 /// `--min-good-fraction` and `--max-error-rate`: a number from 0 to 1.
 fn fraction(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
-        _ => Err(format!("expected a number from 0 to 1, found {s:?}")),
-    }
+    in_range(s, "a number from 0 to 1", |x| (0.0..=1.0).contains(&x))
 }
 
 /// `--speedup` and `--scale-lengths`: a finite number above zero.
 pub(crate) fn positive_number(s: &str) -> Result<f64, String> {
+    in_range(s, "a positive number", |x| x > 0.0 && x.is_finite())
+}
+
+/// `s` as a number that passes `ok` (`what` it must be). A number out of range is said as a
+/// number (`found 0`, as `--request-rate 0` says), text that is none quoted (`found "fast"`).
+fn in_range(s: &str, what: &str, ok: impl Fn(f64) -> bool) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
-        Ok(x) if x > 0.0 && x.is_finite() => Ok(x),
-        _ => Err(format!("expected a positive number, found {s:?}")),
+        Ok(x) if ok(x) => Ok(x),
+        Ok(x) => Err(format!(
+            "expected {what}, found {}",
+            canary_core::rate_text::number(x)
+        )),
+        Err(_) => Err(format!("expected {what}, found {s:?}")),
     }
 }
 
@@ -566,4 +573,29 @@ pub(crate) fn parse_header(h: &str) -> Result<(HeaderName, HeaderValue), String>
             format!("{name}: invalid value (visible ASCII, spaces and tabs only)")
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    // README audit 13: `--speedup 0` said `found "0"` where `--request-rate 0` says `found 0`.
+    #[test]
+    fn a_number_out_of_range_is_said_as_a_number_and_text_quoted() {
+        assert_eq!(
+            super::positive_number("0").unwrap_err(),
+            "expected a positive number, found 0"
+        );
+        assert_eq!(
+            super::positive_number(" 1e400").unwrap_err(),
+            "expected a positive number, found inf"
+        );
+        assert_eq!(
+            super::positive_number("fast").unwrap_err(),
+            "expected a positive number, found \"fast\""
+        );
+        assert_eq!(
+            super::fraction("1.5").unwrap_err(),
+            "expected a number from 0 to 1, found 1.5"
+        );
+        assert_eq!(super::positive_number("2.5"), Ok(2.5));
+    }
 }

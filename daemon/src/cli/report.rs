@@ -19,13 +19,15 @@ fn bar_style(count: &str) -> ProgressStyle {
 }
 
 /// The plain progress line: `done/total` only when the planned count is known (not 0). A run
-/// bounded by its duration has none: `2643/0 done` read as past a plan of nothing.
-fn progress_line(done: u64, total: u64, sent: u64, errors: u64) -> String {
+/// bounded by its duration has none: `2643/0 done` read as past a plan of nothing. A rate run
+/// bounded by time has an expected count (`estimated`), not a cap: `65 done (~100 expected)`.
+fn progress_line(done: u64, total: u64, estimated: bool, sent: u64, errors: u64) -> String {
     let count = match total {
-        0 => done.to_string(),
-        total => format!("{done}/{total}"),
+        0 => format!("{done} done"),
+        total if estimated => format!("{done} done (~{total} expected)"),
+        total => format!("{done}/{total} done"),
     };
-    format!("progress: {count} done, {sent} sent, {errors} errors")
+    format!("progress: {count}, {sent} sent, {errors} errors")
 }
 
 /// A progress bar on a terminal, a plain line every few seconds otherwise.
@@ -49,6 +51,7 @@ impl ProgressDisplay {
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(200));
                     ticks += 1;
+                    let estimated = progress.total_estimated.load(Ordering::Relaxed);
                     let (total, sent, done, errors) = (
                         progress.total.load(Ordering::Relaxed),
                         progress.sent.load(Ordering::Relaxed),
@@ -58,7 +61,11 @@ impl ProgressDisplay {
                     match &bar {
                         Some(bar) => {
                             if total > 0 && bar.length() != Some(total) {
-                                bar.set_style(bar_style("{pos}/{len} done"));
+                                bar.set_style(bar_style(if estimated {
+                                    "{pos} done (~{len} expected)"
+                                } else {
+                                    "{pos}/{len} done"
+                                }));
                                 bar.set_length(total);
                             }
                             bar.set_position(done);
@@ -66,7 +73,7 @@ impl ProgressDisplay {
                         }
                         None if ticks % 25 == 0 => {
                             // A closed stderr is no reason to panic.
-                            let line = progress_line(done, total, sent, errors);
+                            let line = progress_line(done, total, estimated, sent, errors);
                             let _ = writeln!(std::io::stderr(), "{line}");
                         }
                         None => {}
@@ -681,12 +688,18 @@ mod tests {
     #[test]
     fn the_progress_line_has_a_denominator_only_when_the_count_is_planned() {
         assert_eq!(
-            super::progress_line(2643, 0, 2644, 0),
+            super::progress_line(2643, 0, false, 2644, 0),
             "progress: 2643 done, 2644 sent, 0 errors"
         );
         assert_eq!(
-            super::progress_line(12, 100, 14, 1),
+            super::progress_line(12, 100, false, 14, 1),
             "progress: 12/100 done, 14 sent, 1 errors"
+        );
+        // README audit 13: a rate run bounded by time printed `65/100 done, 109 sent`, its
+        // expected count read as a cap it had passed.
+        assert_eq!(
+            super::progress_line(65, 100, true, 109, 0),
+            "progress: 65 done (~100 expected), 109 sent, 0 errors"
         );
     }
 

@@ -336,9 +336,15 @@ impl RunContext {
                 {
                     continue;
                 }
-                let until = match source {
-                    Source::Nvml => "until restart or a reload naming another nvml_lib",
-                    _ => "until restart",
+                let (until, reason) = match source {
+                    // The loader's error (`a libloading error occurred: …: cannot open shared
+                    // object file …`) was logged once and is in this run's summary: later runs
+                    // say what failed, not its whole chain again in every diagnosis.
+                    Source::Nvml => (
+                        "until restart or a reload naming another nvml_lib",
+                        reason.split(": ").next().unwrap_or(reason.as_str()),
+                    ),
+                    _ => ("until restart", reason.as_str()),
                 };
                 missing.insert(
                     source,

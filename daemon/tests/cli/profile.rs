@@ -272,7 +272,7 @@ fn a_value_out_of_its_flags_own_range_exits_2_naming_the_flag() {
     let cases: [(std::process::Output, &str); 12] = [
         (
             replay(&["--speedup", "0"]),
-            "'--speedup <SPEEDUP>': expected a positive number",
+            "'--speedup <SPEEDUP>': expected a positive number, found 0",
         ),
         (
             profile(dir.path(), &url, &["--request-rate", "0"]),

@@ -129,6 +129,21 @@ impl Work {
         }
     }
 
+    /// Whether [`Self::expected_requests`] is an estimate: a rate bounded by time only.
+    pub fn expected_is_estimate(&self) -> bool {
+        matches!(self, Work::Rate(r) if r.count.is_none())
+    }
+
+    /// [`Self::expected_requests`] as a log says it: `100`, `~100` for an estimate, none when
+    /// unknown (a closed loop bounded by time logged `requests=0`).
+    pub fn expected_text(&self) -> Option<String> {
+        match self.expected_requests() {
+            0 => None,
+            n if self.expected_is_estimate() => Some(format!("~{n}")),
+            n => Some(n.to_string()),
+        }
+    }
+
     /// The trace-to-run time mapping (real time for generated deadlines).
     pub fn timing(&self) -> Timing {
         match self {

@@ -77,6 +77,13 @@ impl StatusMetrics {
         let keep: BTreeSet<String> = configured.into_iter().cloned().collect();
         s.runs.retain(|(w, _), _| keep.contains(w));
         s.skips.retain(|(w, _), _| keep.contains(w));
+        // Each configured workload's skips show from the start, at 0 for every reason: an
+        // `increase(…) > 0` alert needs the series before the first skip.
+        for w in &keep {
+            for r in SkipReason::ALL {
+                s.skips.entry((w.clone(), r)).or_default();
+            }
+        }
         // A run still going when its workload was taken out shows until it ends.
         s.running.retain(|w, r| keep.contains(w) || *r);
         s.next_run.retain(|w, _| keep.contains(w));
@@ -224,7 +231,7 @@ impl StatusMetrics {
 
     /// A SIGHUP reload was applied (`ok`) or rejected.
     pub fn reloaded(&self, ok: bool) {
-        let key = if ok { "ok" } else { "rejected" };
+        let key = RELOAD_RESULTS[usize::from(!ok)];
         *self.state.lock().unwrap().reloads.entry(key).or_default() += 1;
     }
 
@@ -307,9 +314,11 @@ impl State {
             "canaryd_config_reloads_total",
             "counter",
             "SIGHUP reloads, applied (ok) or rejected (bad config; the old one kept running).",
-            self.reloads
-                .iter()
-                .map(|(k, c)| (format!("result=\"{k}\""), *c as f64)),
+            // Both results show from the start, at 0 until they count.
+            RELOAD_RESULTS.iter().map(|k| {
+                let c = self.reloads.get(k).copied().unwrap_or(0);
+                (format!("result=\"{k}\""), c as f64)
+            }),
         );
         write_family(
             out,
@@ -600,6 +609,9 @@ fn write_family(
         }
     }
 }
+
+/// The `result` labels of `canaryd_config_reloads_total`: applied, rejected.
+const RELOAD_RESULTS: [&str; 2] = ["ok", "rejected"];
 
 /// Escapes a Prometheus label value.
 fn esc(s: &str) -> String {
