@@ -308,6 +308,18 @@ impl Capacity {
         }
     }
 
+    /// `canary.capacity.not_established` by end: 1 for an end whose probe's decision rests
+    /// on bounds ([`Capacity::not_established`]), 0 for one established, `None` for an end
+    /// the bracket does not have (its series ends), as `/metrics'`
+    /// `canaryd_last_run_capacity_not_established`.
+    pub fn not_established_gauge(&self) -> [(&'static str, Option<f64>); 2] {
+        BracketEnd::ALL.map(|end| {
+            let on_bounds = EndOnBounds::find(&self.not_established, end).is_some();
+            let rate = self.rate_of(end);
+            (end.as_str(), rate.map(|_| f64::from(u8::from(on_bounds))))
+        })
+    }
+
     /// `; not established: the fail at 1600 req/s rests on bounds: up to 98.8 % may be good
     /// (…)` for the ends in [`Capacity::not_established`] ([`EndOnBounds::all_said`]), empty
     /// when there is none.

@@ -6,18 +6,46 @@
 //! served and showed the same bracket as established. Real runs: `canaryd run` against
 //! `canaryd sim`.
 
+#[allow(dead_code)] // the exporters tests use more of it than this test does
+#[path = "../../exporters/tests/receiver.rs"]
+mod receiver;
+
 mod common;
 
 use common::{api_runs, eventually, http, json, sim};
+use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point, Metric};
+use receiver::{attrs, Receiver};
 use serde_json::Value;
+
+/// `canary.capacity.not_established`'s points in `metrics`, as (bound, value), sorted.
+fn not_established_points(metrics: &[Metric]) -> Vec<(String, f64)> {
+    let mut points: Vec<(String, f64)> = metrics
+        .iter()
+        .filter(|m| m.name == "canary.capacity.not_established")
+        .flat_map(|m| match &m.data {
+            Some(metric::Data::Gauge(g)) => g.data_points.clone(),
+            other => panic!("canary.capacity.not_established is not a gauge: {other:?}"),
+        })
+        .map(|p| {
+            let Some(number_data_point::Value::AsDouble(v)) = p.value else {
+                panic!("{p:?}")
+            };
+            (attrs(&p.attributes)["canary.capacity.bound"].clone(), v)
+        })
+        .collect();
+    points.sort_by(|a, b| a.0.cmp(&b.0));
+    points.dedup();
+    points
+}
 
 /// A TTFT no request meets: every judgement a miss on canaryd's read, an upper bound.
 const SLO: &str = "time_to_first_token:0.001";
 
-fn config(dir: &std::path::Path, sim_port: u16) -> std::path::PathBuf {
+fn config(dir: &std::path::Path, sim_port: u16, otlp: &str) -> std::path::PathBuf {
     let text = format!(
         "state_dir = \"{}\"\n\
          [telemetry]\nnvml = false\nebpf = false\n\
+         [otlp]\nendpoint = \"{otlp}\"\nmetrics_interval = \"500ms\"\n\
          [baseline]\nruns = 10\nmin_runs = 1\n\
          [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
          kernel_timestamps = false\n\
@@ -38,9 +66,11 @@ fn config(dir: &std::path::Path, sim_port: u16) -> std::path::PathBuf {
 // and /metrics said nothing of it; the log line alone did.
 #[test]
 fn a_capacity_runs_failing_end_on_bounds_is_stored_served_and_shown_as_not_established() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let receiver = rt.block_on(Receiver::start());
     let dir = tempfile::tempdir().unwrap();
     let (_sim, sim_port) = sim(&[]);
-    let cfg = config(dir.path(), sim_port);
+    let cfg = config(dir.path(), sim_port, &receiver.url());
     let (_d, status) = common::daemon_on_own_port(dir.path(), &cfg, "daemon.log", &[]);
     let run = eventually(120, "a finished capacity run", || {
         api_runs(status).into_iter().last()
@@ -121,6 +151,13 @@ fn a_capacity_runs_failing_end_on_bounds_is_stored_served_and_shown_as_not_estab
     );
     assert!(!metrics.contains("end=\"passed\""), "{metrics}");
 
+    // Over OTLP: `canary.capacity.not_established` 1 for the failing end, no passed point.
+    let points = eventually(30, "canary.capacity.not_established", || {
+        let points = not_established_points(&receiver.last_metrics());
+        (!points.is_empty()).then_some(points)
+    });
+    assert_eq!(points, [("failed".to_string(), 1.0)]);
+
     // The log line, as before.
     let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
     assert!(
@@ -134,7 +171,7 @@ fn a_capacity_runs_failing_end_on_bounds_is_stored_served_and_shown_as_not_estab
 /// `canaryd sweep --find-max-rate` against `url` into `DIR/out`, receive timestamps off,
 /// judged by a TTFT of 200 ms for 90 % of requests: 20 then 40 req/s after a pass, 10 after a
 /// fail.
-fn search(dir: &std::path::Path, url: &str, out: &str) -> std::process::Output {
+fn search(dir: &std::path::Path, url: &str, out: &str, extra: &[&str]) -> std::process::Output {
     std::process::Command::new(common::CANARYD)
         .args(["sweep", "--url", url, "--model", "canary-sim", "-o", out])
         .args(["--no-ebpf", "--no-nvml", "--no-kernel-timestamps"])
@@ -147,6 +184,7 @@ fn search(dir: &std::path::Path, url: &str, out: &str) -> std::process::Output {
             "1s",
         ])
         .args(["--max-runs", "2", "--isl", "32", "--osl", "4"])
+        .args(extra)
         .current_dir(dir)
         .env("RUST_LOG", "warn")
         .env_remove("OPENAI_API_KEY")
@@ -169,8 +207,13 @@ fn a_compare_of_capacities_says_which_end_its_verdict_rests_on_is_not_establishe
         r#"{"profile": "fast", "prefill_overhead_us": 250000}"#,
         &[],
     );
-    for (port, out) in [(fast, "a"), (slow, "b")] {
-        let done = search(dir, &format!("http://127.0.0.1:{port}"), out);
+    // B's search exports over OTLP, as the daemon's capacity workloads do.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let receiver = rt.block_on(Receiver::start());
+    let otlp = receiver.url();
+    let b_export = ["--otlp-endpoint", otlp.as_str()];
+    for (port, out, extra) in [(fast, "a", &[][..]), (slow, "b", &b_export[..])] {
+        let done = search(dir, &format!("http://127.0.0.1:{port}"), out, extra);
         assert!(
             dir.join(out).join("sweep.json").is_file(),
             "{}",
@@ -191,6 +234,16 @@ fn a_compare_of_capacities_says_which_end_its_verdict_rests_on_is_not_establishe
     let end = &b["not_established"][0];
     assert_eq!(end["end"], "failed", "{b:#}");
     let why = end["why"].as_str().unwrap();
+    // Its export says the same: the failing end 1 (on bounds), no passed end. A one-shot
+    // search sent no such gauge.
+    let exported = not_established_points(
+        &receiver
+            .all_metrics()
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(exported, [("failed".to_string(), 1.0)], "{b:#}");
 
     let shown = std::process::Command::new(common::CANARYD)
         .args(["compare", "a", "b"])

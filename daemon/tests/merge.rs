@@ -186,6 +186,26 @@ fn merged_shards_equal_the_unsharded_run() {
         merged["time_to_first_token"]["count"],
         single["time_to_first_token"]["count"]
     );
+    // Every field of the shards' selection is in the union's: it kept eight fixed keys and
+    // dropped the scale-lengths and context counts. The counts sum over the shards; the
+    // context limit (the simulator states one in /v1/models) is the shards' own.
+    let selection = |s: &Value| s["run"]["trace"]["selection"].clone();
+    let union = selection(&merged);
+    for key in selection(&shards[0]).as_object().unwrap().keys() {
+        assert!(union.get(key).is_some(), "{key} left out: {union}");
+    }
+    for key in ["outputs_raised_to_1", "inputs_clamped", "over_context"] {
+        let sum: u64 = shards
+            .iter()
+            .map(|s| selection(s)[key].as_u64().unwrap())
+            .sum();
+        assert_eq!(union[key].as_u64(), Some(sum), "{key}: {union}");
+    }
+    assert!(union["context_limit"].as_u64().is_some(), "{union}");
+    assert_eq!(
+        union["context_limit"],
+        selection(&shards[0])["context_limit"]
+    );
     // One host: the shards are placed on one monotonic clock, exactly.
     let a = &m["alignment"];
     assert_eq!(a["bound_ms"].as_f64(), Some(0.0), "{a}");

@@ -530,10 +530,13 @@ fn slicing(runs: &[ShardRun]) -> Result<std::time::Duration, String> {
 }
 
 /// The first shard's `run` block as the union's: a new run id, no shard, the selection
-/// summed over the shards, and the per-shard `concurrency` and `warmup_requests` as the
+/// summed over the shards (every field a shard's selection has: the counts summed, the
+/// effective scales and context counts where the shards agree on them), and the per-shard `concurrency` and `warmup_requests` as the
 /// union's (N times each shard's): a compare with an unsharded run then shows a different
 /// cap as a difference in context (audit M2).
 fn merged_run(runs: &[ShardRun]) -> Value {
+    type Ratio = fn(&shard::SelectionCounts) -> Option<f64>;
+    type Count = fn(&shard::SelectionCounts) -> Option<u64>;
     let mut run = runs[0].run.clone();
     run["run_id"] = Value::from(format!("merged-{}", runs[0].run_id));
     let n = runs.len() as u64;
@@ -560,8 +563,44 @@ fn merged_run(runs: &[ShardRun]) -> Value {
             ("dropped_over_limit", sum(|s| s.dropped_over_limit)),
             ("input_capped", sum(|s| s.input_capped)),
             ("output_capped", sum(|s| s.output_capped)),
+            ("outputs_raised_to_1", sum(|s| s.outputs_raised_to_1)),
+            ("inputs_clamped", sum(|s| s.inputs_clamped)),
         ] {
             sel.insert(k.into(), Value::from(v));
+        }
+        // A ratio of token totals the summaries do not keep: the union's is each shard's
+        // only when they all have the same one (exact then); otherwise it is left out.
+        for (k, f) in [
+            (
+                "input_scale_effective",
+                (|s| s.input_scale_effective) as Ratio,
+            ),
+            ("output_scale_effective", |s| s.output_scale_effective),
+        ] {
+            if let Some(v) = f(s).filter(|v| runs.iter().all(|r| f(&r.selection) == Some(*v))) {
+                sel.insert(k.into(), Value::from(v));
+            }
+        }
+        // Counts against the target's context: summed where every shard read the same limit
+        // from the same place; left out otherwise (none read one, or they differ).
+        let same_limit = runs.iter().all(|r| {
+            r.selection.context_limit == s.context_limit
+                && r.selection.context_limit_source == s.context_limit_source
+                && r.selection.over_context.is_some()
+                && r.selection.prompt_over_context.is_some()
+        });
+        if let (true, Some(limit), Some(source)) =
+            (same_limit, s.context_limit, &s.context_limit_source)
+        {
+            sel.insert("context_limit".into(), Value::from(limit));
+            sel.insert("context_limit_source".into(), Value::from(source.clone()));
+            for (k, f) in [
+                ("over_context", (|s| s.over_context) as Count),
+                ("prompt_over_context", |s| s.prompt_over_context),
+            ] {
+                let total: u64 = runs.iter().filter_map(|r| f(&r.selection)).sum();
+                sel.insert(k.into(), Value::from(total));
+            }
         }
         t.insert("selection".into(), Value::Object(sel));
     }

@@ -52,6 +52,14 @@ pub(super) struct SelectionCounts {
     pub dropped_over_limit: u64,
     pub input_capped: u64,
     pub output_capped: u64,
+    pub outputs_raised_to_1: u64,
+    pub inputs_clamped: u64,
+    pub input_scale_effective: Option<f64>,
+    pub output_scale_effective: Option<f64>,
+    pub context_limit: Option<u64>,
+    pub context_limit_source: Option<String>,
+    pub over_context: Option<u64>,
+    pub prompt_over_context: Option<u64>,
 }
 
 /// The `summary.json` versions whose shards merge. Version 2 differs from 3 only in the

@@ -436,15 +436,17 @@ async fn export_series(
     Ok(())
 }
 
-/// The search's answer as `canary.capacity.rate` (by bound: `passed`, `failed`), as the
-/// daemon's capacity workloads export theirs.
+/// The search's answer as `canary.capacity.rate` (by bound: `passed`, `failed`) and
+/// `canary.capacity.not_established` (by end), as the daemon's capacity workloads export theirs.
 async fn export_capacity(args: &SweepArgs, start: f64, c: &capacity::Capacity) -> Result<()> {
     let figures = [
         ("passed", c.max_passing_rate),
         ("failed", c.min_failing_rate),
     ];
+    let ends = c.not_established_gauge();
     export_series(args, Axis::RequestRate, start, |e, labels| {
-        e.export_capacity(labels, &figures)
+        e.export_capacity(labels, &figures);
+        e.export_capacity_not_established(labels, &ends);
     })
     .await
 }
@@ -502,7 +504,6 @@ pub async fn find_max_rate(
         known: KnownUnavailable::default(),
     };
     let found = capacity::search(bounds, slo.to_string(), min_good, &mut prober, &shutdown).await;
-    export_capacity(args, start, &found.capacity).await?;
     let mut doc = SweepDoc::new("find_max_rate", Axis::RequestRate, prober.points);
     doc.interrupted = found.interrupted;
     note_short_points(&mut doc);
@@ -515,6 +516,7 @@ pub async fn find_max_rate(
     // An end whose probe's decision the bounds could turn is said, not left to read as
     // established.
     capacity.note_bounds(doc.points.iter().map(|p| (p.value, p.verdict.as_str())));
+    export_capacity(args, start, &capacity).await?;
     doc.capacity = Some(capacity);
     let code = finish(args, &doc, found.interrupted, ok)?;
     if let Some(e) = found.failed {

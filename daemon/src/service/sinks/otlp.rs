@@ -21,7 +21,7 @@ use crate::service::history::ListedRow;
 use crate::service::run_result::RunResult;
 use crate::service::sinks::{last_run, RunSink};
 use crate::service::status::{RunBrief, StatusMetrics};
-use canary_core::{Bottleneck, BracketEnd, Confidence, EndOnBounds};
+use canary_core::{Bottleneck, Confidence};
 use canary_exporters::{OtlpExporter, RunJudgement, RunLabels, RunObserver, Signal};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -311,7 +311,7 @@ impl RunSink for OtlpSink {
         exporter.export_judged_run(&labels, run.outcome.as_ref(), &judgement);
         if let Some(c) = &run.run.capacity {
             exporter.export_capacity(&labels, &capacity_figures(c));
-            exporter.export_capacity_not_established(&labels, &not_established(&c.found));
+            exporter.export_capacity_not_established(&labels, &c.found.not_established_gauge());
         }
         if let Some(s) = &run.run.sweep {
             exporter.export_knee(&labels, &knee_figures(s));
@@ -319,7 +319,10 @@ impl RunSink for OtlpSink {
             // another axis has none, and ends an earlier sweep's bracket.
             let none = [("passed", None), ("failed", None)];
             exporter.export_capacity(&labels, &s.capacity.as_ref().map_or(none, bracket));
-            let ends = s.capacity.as_ref().map_or(none, not_established);
+            let ends = s
+                .capacity
+                .as_ref()
+                .map_or(none, Capacity::not_established_gauge);
             exporter.export_capacity_not_established(&labels, &ends);
         }
         // Counted and exported as it ran, but its workload is gone: its gauges end again.
@@ -367,20 +370,6 @@ fn bracket(c: &Capacity) -> [(&'static str, Option<f64>); 2] {
     ]
 }
 
-/// `canary.capacity.not_established` of a capacity bracket, by end: 1 for an end whose
-/// probe's decision rests on bounds ([`Capacity::not_established`]), 0 for one established,
-/// `None` for an end the bracket does not have (its series ends), as `/metrics`'
-/// `canaryd_last_run_capacity_not_established`.
-fn not_established(c: &Capacity) -> [(&'static str, Option<f64>); 2] {
-    BracketEnd::ALL.map(|end| {
-        let on_bounds = EndOnBounds::find(&c.not_established, end).is_some();
-        (
-            end.as_str(),
-            c.rate_of(end).map(|_| f64::from(u8::from(on_bounds))),
-        )
-    })
-}
-
 /// `canary.sweep.knee` of a sweep run, by figure.
 fn knee_figures(s: &SweepRun) -> [(&'static str, Option<f64>); 2] {
     [
@@ -410,12 +399,12 @@ mod tests {
         };
         let c = capacity("sweep_capacity_on_bounds.json");
         assert_eq!(
-            not_established(&c),
+            c.not_established_gauge(),
             [("passed", None), ("failed", Some(1.0))]
         );
         let c = capacity("sweep_capacity_established.json");
         assert_eq!(
-            not_established(&c),
+            c.not_established_gauge(),
             [("passed", Some(0.0)), ("failed", None)]
         );
     }
