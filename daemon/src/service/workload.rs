@@ -30,8 +30,9 @@ const PROMPT_BUILDERS_KEPT: usize = 16;
 pub struct RunContext {
     /// A prompt synthesizer per tokenizer and seed, kept loaded between runs.
     prompts: Mutex<HashMap<PromptSpec, Arc<PromptBuilder>>>,
-    /// Sources an earlier run found unavailable, with why (said so in every later run).
-    missing_sources: Mutex<BTreeMap<Source, Missing>>,
+    /// Sources an earlier run found unavailable, with why (said so in every later run) and
+    /// when they are tried again.
+    missing_sources: Mutex<MissingSources>,
     /// Per scraped URL: whether its outage was warned about, so it is once, not every run.
     outages: Mutex<HashMap<String, canary_telemetry::OutageLog>>,
     /// NVML's opening and whether eBPF's absence was said: shared from the probe on, since
@@ -42,12 +43,189 @@ pub struct RunContext {
     otlp: Option<Arc<crate::service::sinks::otlp::OtlpSink>>,
 }
 
-/// A telemetry source an earlier run found unavailable: why, and the NVML library it was
-/// tried with. A reload that names another library (`[telemetry] nvml_lib`) tries again: it
-/// may be the fix.
+/// Telemetry sources (NVML, eBPF) an earlier run found unavailable. A cause that only a
+/// restart can change (NVML's library cannot be loaded; eBPF not built in, no kernel BTF, not
+/// permitted) is not tried again until then; any other (a driver not loaded yet at boot, an
+/// NVML that hangs or lists no GPU, eBPF programs the kernel rejected) is tried again after a
+/// back-off ([`retry_after`]): meanwhile runs say it is unavailable, and until when.
+#[derive(Default)]
+struct MissingSources(BTreeMap<Source, Missing>);
+
+/// A telemetry source an earlier run found unavailable: what later runs say, the NVML library
+/// it was tried with, and when it is tried again. A reload that names another library
+/// (`[telemetry] nvml_lib`) tries again: it may be the fix.
 struct Missing {
     reason: String,
     nvml_lib: Option<std::path::PathBuf>,
+    /// `None`: not before a restart (or, for NVML, a reload naming another library).
+    retry: Option<Retry>,
+}
+
+/// When a source whose cause may pass is tried again, and the wait that led there.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Retry {
+    at: std::time::SystemTime,
+    waited: std::time::Duration,
+}
+
+/// The first wait before a source whose cause may pass is tried again: 10 min, doubling
+/// after each failed try up to [`RETRY_CAP_FACTOR`] times it (1 h).
+const FIRST_RETRY: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The longest wait, in first waits.
+const RETRY_CAP_FACTOR: u32 = 6;
+
+/// For tests only (not a setting): the first wait in milliseconds, in place of 10 min, so that
+/// a test sees a source tried again within seconds.
+const RETRY_TEST_ENV: &str = "CANARYD_TEST_SOURCE_RETRY_MS";
+
+/// The first wait: [`FIRST_RETRY`], or [`RETRY_TEST_ENV`]'s in a test.
+fn first_retry() -> std::time::Duration {
+    std::env::var(RETRY_TEST_ENV)
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map_or(FIRST_RETRY, std::time::Duration::from_millis)
+}
+
+/// The wait before the next try, `waited` the one before the try that just failed (`None`:
+/// the first failure): `first`, then doubling, at most [`RETRY_CAP_FACTOR`] times `first`.
+fn retry_after(
+    waited: Option<std::time::Duration>,
+    first: std::time::Duration,
+) -> std::time::Duration {
+    match waited {
+        None => first,
+        Some(w) => w
+            .saturating_mul(2)
+            .min(first.saturating_mul(RETRY_CAP_FACTOR)),
+    }
+}
+
+/// Whether eBPF's `reason` (a [`canary_ebpf::Unavailable`]'s words) lasts until a restart:
+/// the programs are not built in, the kernel has no BTF, or the process may not load them (its
+/// capabilities do not change while it lives). Another refusal, or programs that attached
+/// but saw nothing, may pass.
+fn ebpf_lasts_until_restart(reason: &str) -> bool {
+    use canary_ebpf::Unavailable;
+    const CUT: &str = "\u{1}";
+    let head = |u: Unavailable| {
+        let text = u.to_string();
+        text[..text.find(CUT).unwrap_or(text.len())].to_owned()
+    };
+    [
+        head(Unavailable::NotBuilt(CUT)),
+        head(Unavailable::NoBtf(CUT.into())),
+        head(Unavailable::NotPermitted(CUT.into())),
+    ]
+    .iter()
+    .any(|h| reason.starts_with(h.as_str()))
+}
+
+/// What [`MissingSources::note`] found new, for the log.
+#[derive(Debug, PartialEq)]
+enum Noted {
+    /// Found unavailable: the start of a spell. `retry`: when it is tried again.
+    Missing { retry: Option<Retry> },
+    /// Tried again, still unavailable.
+    StillMissing { retry: Retry },
+    /// Available again after a spell.
+    Back,
+}
+
+impl MissingSources {
+    /// Why `source` is known unavailable for a run starting `now` with NVML's library `lib`:
+    /// `None` when it is to be tried (never found missing, the library named is another, or
+    /// its retry is due).
+    fn known(
+        &self,
+        source: Source,
+        lib: &Option<std::path::PathBuf>,
+        now: std::time::SystemTime,
+    ) -> Option<String> {
+        self.0
+            .get(&source)
+            .filter(|m| source != Source::Nvml || m.nvml_lib == *lib)
+            .filter(|m| m.retry.is_none_or(|r| now < r.at))
+            .map(|m| m.reason.clone())
+    }
+
+    /// Takes what a run that ended `now` found of `source` (`state`), tried with NVML's
+    /// library `lib`; `lasting` says whether an unavailable source's reason lasts until a
+    /// restart, `first` is the first wait before a retry.
+    fn note(
+        &mut self,
+        source: Source,
+        state: Option<&canary_core::SourceState>,
+        lib: &Option<std::path::PathBuf>,
+        lasting: impl FnOnce(&str) -> bool,
+        first: std::time::Duration,
+        now: std::time::SystemTime,
+    ) -> Option<Noted> {
+        use canary_core::SourceState;
+        match state? {
+            SourceState::Unavailable { reason } => {
+                let earlier = self
+                    .0
+                    .get(&source)
+                    .filter(|m| source != Source::Nvml || m.nvml_lib == *lib);
+                if let Some(m) = earlier {
+                    // Said from what an earlier run found (the run may have ended after the
+                    // retry fell due), found at a run that started before it was known, or
+                    // not to be tried again: nothing new.
+                    let due = m.retry.is_some_and(|r| now >= r.at);
+                    if m.reason == *reason || !due {
+                        return None;
+                    }
+                }
+                let waited = earlier.and_then(|m| m.retry).map(|r| r.waited);
+                let retry = (!lasting(reason)).then(|| {
+                    let wait = retry_after(waited, first);
+                    // Whole seconds, as the reason says it.
+                    let at = now + wait;
+                    let secs = at
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs() + u64::from(d.subsec_nanos() > 0));
+                    Retry {
+                        at: std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs),
+                        waited: wait,
+                    }
+                });
+                let until = match retry {
+                    Some(r) => format!(
+                        "until {}",
+                        crate::instant::rfc3339(crate::instant::unix_ns(r.at))
+                    ),
+                    None if source == Source::Nvml => {
+                        "until restart or a reload naming another nvml_lib".to_owned()
+                    }
+                    None => "until restart".to_owned(),
+                };
+                // NVML's loader error (`a libloading error occurred: …: cannot open shared
+                // object file …`) was logged once and is in this run's summary: later runs
+                // say what failed, not its whole chain again in every diagnosis.
+                let short = match source {
+                    Source::Nvml => reason.split(": ").next().unwrap_or(reason.as_str()),
+                    _ => reason.as_str(),
+                };
+                self.0.insert(
+                    source,
+                    Missing {
+                        reason: format!(
+                            "{short} (found at an earlier run; not tried again {until})"
+                        ),
+                        nvml_lib: lib.clone(),
+                        retry,
+                    },
+                );
+                Some(match (waited, retry) {
+                    (Some(_), Some(retry)) => Noted::StillMissing { retry },
+                    _ => Noted::Missing { retry },
+                })
+            }
+            SourceState::Available { .. } => self.0.remove(&source).map(|_| Noted::Back),
+            _ => None,
+        }
+    }
 }
 
 /// One run of a workload, as the daemon carries it out: its settings named by their config
@@ -284,12 +462,8 @@ impl RunContext {
     fn observe(&self, config: &Config, t: &Target) -> Observe {
         let missing = self.missing_sources.lock().unwrap();
         let tel = &config.telemetry;
-        let known_missing = |source| {
-            missing
-                .get(&source)
-                .filter(|m| source != Source::Nvml || m.nvml_lib == tel.nvml_lib)
-                .map(|m| m.reason.clone())
-        };
+        let now = std::time::SystemTime::now();
+        let known_missing = |source| missing.known(source, &tel.nvml_lib, now);
         let outage = |url: &Option<String>| {
             let mut outages = self.outages.lock().unwrap();
             url.as_ref()
@@ -321,40 +495,50 @@ impl RunContext {
         }
     }
 
-    /// NVML or eBPF missing on this host will not appear later: stop trying (and warning)
-    /// each run; later runs say it is unavailable, and why, not that it was turned off. NVML
-    /// is tried again when a reload names another library.
+    /// NVML or eBPF found missing: later runs say it is unavailable, and why, not that it
+    /// was turned off, and do not try (nor warn) again until a restart when its cause lasts
+    /// that long, else until a back-off has passed ([`MissingSources`]). NVML is tried again
+    /// when a reload names another library. A source back after a spell is logged once, and
+    /// a later spell warned about again.
     fn note_missing_sources(&self, outcome: &RunOutcome, tel: &crate::config::Telemetry) {
+        let first = first_retry();
         for source in [Source::Nvml, Source::Ebpf] {
-            if let Some(canary_core::SourceState::Unavailable { reason }) =
-                outcome.telemetry.source(source)
-            {
-                let mut missing = self.missing_sources.lock().unwrap();
-                if missing
-                    .get(&source)
-                    .is_some_and(|m| source == Source::Ebpf || m.nvml_lib == tel.nvml_lib)
-                {
-                    continue;
+            let noted = self.missing_sources.lock().unwrap().note(
+                source,
+                outcome.telemetry.source(source),
+                &tel.nvml_lib,
+                |reason| match source {
+                    Source::Nvml => self.nvml.lasts_until_restart(reason),
+                    _ => ebpf_lasts_until_restart(reason),
+                },
+                first,
+                std::time::SystemTime::now(),
+            );
+            let name = match source {
+                Source::Nvml => "NVML",
+                _ => "eBPF socket timing",
+            };
+            let at = |r: Retry| crate::instant::rfc3339(crate::instant::unix_ns(r.at));
+            match noted {
+                None | Some(Noted::Missing { retry: None }) => {}
+                Some(Noted::Missing { retry: Some(r) }) => tracing::info!(
+                    "{name} is tried again at {} (then after waits doubling up to {} min), \
+                     its cause may pass",
+                    at(r),
+                    (first * RETRY_CAP_FACTOR).as_secs() / 60
+                ),
+                Some(Noted::StillMissing { retry }) => {
+                    tracing::debug!("{name} still unavailable; tried again at {}", at(retry))
                 }
-                let (until, reason) = match source {
-                    // The loader's error (`a libloading error occurred: …: cannot open shared
-                    // object file …`) was logged once and is in this run's summary: later runs
-                    // say what failed, not its whole chain again in every diagnosis.
-                    Source::Nvml => (
-                        "until restart or a reload naming another nvml_lib",
-                        reason.split(": ").next().unwrap_or(reason.as_str()),
-                    ),
-                    _ => ("until restart", reason.as_str()),
-                };
-                missing.insert(
-                    source,
-                    Missing {
-                        reason: format!(
-                            "{reason} (found at an earlier run; not tried again {until})"
-                        ),
-                        nvml_lib: tel.nvml_lib.clone(),
-                    },
-                );
+                Some(Noted::Back) => {
+                    tracing::info!("{name} is available again");
+                    match source {
+                        Source::Nvml => self.nvml.forget_warnings(),
+                        _ => self
+                            .ebpf_warned
+                            .store(false, std::sync::atomic::Ordering::Relaxed),
+                    }
+                }
             }
         }
     }
@@ -623,6 +807,189 @@ mod tests {
                 "{why}"
             ),
             Ran::Finished(r) => panic!("recorded as a run: {}", r.run.verdict),
+        }
+    }
+
+    const MIN: std::time::Duration = std::time::Duration::from_secs(60);
+
+    /// 10 min, doubling after each failed try, never more than an hour.
+    #[test]
+    fn the_retry_back_off_doubles_from_10_min_up_to_an_hour() {
+        let first = first_retry();
+        assert_eq!(first, 10 * MIN);
+        let mut waits = vec![];
+        let mut waited = None;
+        for _ in 0..6 {
+            let w = retry_after(waited, first);
+            waits.push(w.as_secs() / 60);
+            waited = Some(w);
+        }
+        assert_eq!(waits, [10, 20, 40, 60, 60, 60]);
+    }
+
+    /// eBPF's refusals that only a restart can change (not built in, no BTF, not permitted:
+    /// the real errors' words) last; the kernel rejecting the programs otherwise may pass.
+    #[test]
+    fn ebpf_lasts_until_restart_only_without_programs_btf_or_privileges() {
+        use canary_ebpf::Unavailable;
+        for lasting in [
+            Unavailable::NotBuilt("built without the eBPF object"),
+            Unavailable::NoBtf("No such file or directory (os error 2)".into()),
+            Unavailable::NotPermitted("Operation not permitted (os error 1)".into()),
+        ] {
+            assert!(ebpf_lasts_until_restart(&lasting.to_string()), "{lasting}");
+        }
+        let passing = Unavailable::Load("map of 4 MiB: Cannot allocate memory".into());
+        assert!(!ebpf_lasts_until_restart(&passing.to_string()), "{passing}");
+    }
+
+    fn unavailable(reason: &str) -> canary_core::SourceState {
+        canary_core::SourceState::unavailable(reason.to_owned())
+    }
+
+    /// NVML failing for a cause that may pass (here a library that loads but is not NVML,
+    /// as the real opener says it) is left off for 10 min, said with when it is tried again,
+    /// tried again then (20 min more after a second failure), and dropped from the known
+    /// missing once it answers. One whose library cannot be loaded stays missing.
+    #[tokio::test]
+    async fn nvml_missing_for_a_cause_that_may_pass_is_tried_again_after_a_back_off() {
+        let opener = canary_telemetry::NvmlOpener::default();
+        let open = |lib: &str| {
+            let config = canary_telemetry::NvmlConfig {
+                lib_path: Some(lib.into()),
+                ..Default::default()
+            };
+            let opener = opener.clone();
+            async move {
+                match opener.open(config, CancellationToken::new()).await {
+                    (None, canary_core::SourceState::Unavailable { reason }) => reason,
+                    (_, state) => panic!("{state:?}"),
+                }
+            }
+        };
+        let passing = open("libc.so.6").await;
+        let lasting = open("/nonexistent/libnvidia-ml.so.1").await;
+        let t0 = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_518_000);
+        let lib = Some(std::path::PathBuf::from("libc.so.6"));
+        let mut m = MissingSources::default();
+        let noted = m.note(
+            Source::Nvml,
+            Some(&unavailable(&passing)),
+            &lib,
+            |r| opener.lasts_until_restart(r),
+            10 * MIN,
+            t0,
+        );
+        let at = t0 + 10 * MIN;
+        assert_eq!(
+            noted,
+            Some(Noted::Missing {
+                retry: Some(Retry {
+                    at,
+                    waited: 10 * MIN
+                })
+            })
+        );
+        let said = m.known(Source::Nvml, &lib, t0 + 9 * MIN).expect("left off");
+        assert_eq!(
+            said,
+            "cannot initialize NVML from libc.so.6 (found at an earlier run; not tried again \
+             until 2026-11-24T11:10:00Z)"
+        );
+        // A run that said so and ended after the retry fell due changes nothing.
+        let cached = m.note(
+            Source::Nvml,
+            Some(&unavailable(&said)),
+            &lib,
+            |_| false,
+            10 * MIN,
+            at + MIN,
+        );
+        assert_eq!(cached, None);
+        assert_eq!(
+            m.known(Source::Nvml, &lib, at),
+            None,
+            "tried again when due"
+        );
+        let again = m.note(
+            Source::Nvml,
+            Some(&unavailable(&passing)),
+            &lib,
+            |r| opener.lasts_until_restart(r),
+            10 * MIN,
+            at,
+        );
+        let retry = Retry {
+            at: at + 20 * MIN,
+            waited: 20 * MIN,
+        };
+        assert_eq!(again, Some(Noted::StillMissing { retry }));
+        assert!(m.known(Source::Nvml, &lib, at + 19 * MIN).is_some());
+        let back = m.note(
+            Source::Nvml,
+            Some(&canary_core::SourceState::available("2 GPU(s)")),
+            &lib,
+            |_| false,
+            10 * MIN,
+            retry.at,
+        );
+        assert_eq!(back, Some(Noted::Back));
+        assert_eq!(m.known(Source::Nvml, &lib, retry.at), None);
+
+        let gone = Some(std::path::PathBuf::from("/nonexistent/libnvidia-ml.so.1"));
+        let noted = m.note(
+            Source::Nvml,
+            Some(&unavailable(&lasting)),
+            &gone,
+            |r| opener.lasts_until_restart(r),
+            10 * MIN,
+            t0,
+        );
+        assert_eq!(noted, Some(Noted::Missing { retry: None }));
+        let year = 525_600 * MIN;
+        assert_eq!(
+            m.known(Source::Nvml, &gone, t0 + year).as_deref(),
+            Some(
+                "cannot initialize NVML from /nonexistent/libnvidia-ml.so.1 (found at an \
+                 earlier run; not tried again until restart or a reload naming another \
+                 nvml_lib)"
+            )
+        );
+        // Another library is tried.
+        assert_eq!(m.known(Source::Nvml, &lib, t0), None);
+    }
+
+    /// eBPF the kernel rejected is tried again after the back-off; eBPF without privileges
+    /// is not.
+    #[test]
+    fn ebpf_missing_is_tried_again_only_when_its_cause_may_pass() {
+        let t0 = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_518_000);
+        let later = t0 + 525_600 * MIN;
+        for (why, retried) in [
+            (
+                canary_ebpf::Unavailable::Load("verifier: EAGAIN".into()),
+                true,
+            ),
+            (
+                canary_ebpf::Unavailable::NotPermitted("Operation not permitted".into()),
+                false,
+            ),
+        ] {
+            let mut m = MissingSources::default();
+            m.note(
+                Source::Ebpf,
+                Some(&unavailable(&why.to_string())),
+                &None,
+                ebpf_lasts_until_restart,
+                10 * MIN,
+                t0,
+            );
+            assert!(m.known(Source::Ebpf, &None, t0).is_some(), "{why}");
+            assert_eq!(
+                m.known(Source::Ebpf, &None, later).is_none(),
+                retried,
+                "{why}"
+            );
         }
     }
 

@@ -38,6 +38,9 @@ struct Shared {
     opening: Arc<tokio::sync::Mutex<()>>,
     /// [`Said`] bits.
     said: AtomicU8,
+    /// Reasons of failed opens whose cause only a restart or another library can change
+    /// (the library cannot be loaded at all), as [`NvmlOpener::open`] said them.
+    lasting: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// What is warned about once per opener.
@@ -49,6 +52,8 @@ enum Said {
     Hung = 2,
     /// A run found an earlier open still hung.
     StillHung = 4,
+    /// NVML's thread could not start, or ended without an answer.
+    Thread = 8,
 }
 
 /// What a run keeps of an NVML opened on its thread, which samples into `samples` until the
@@ -113,7 +118,9 @@ impl NvmlOpener {
             });
         if let Err(e) = thread {
             let reason = format!("cannot start NVML's thread: {e}");
-            tracing::warn!("{reason}: GPU figures from NVML are missing from this run");
+            if self.first(Said::Thread) {
+                tracing::warn!("{reason}: GPU figures from NVML are missing from this run");
+            }
             return (None, SourceState::unavailable(reason));
         }
         match tokio::time::timeout_at(deadline, rx).await {
@@ -123,6 +130,9 @@ impl NvmlOpener {
             }
             Ok(Ok(Err(e))) => {
                 let reason = crate::http::error_chain(&e);
+                if lasts_until_restart(&e) {
+                    self.lasting().insert(reason.clone());
+                }
                 if self.first(Said::Unavailable) {
                     super::warn_unavailable(&reason);
                 }
@@ -130,7 +140,9 @@ impl NvmlOpener {
             }
             Ok(Err(_)) => {
                 let reason = format!("NVML's thread ended without an answer (loading {lib})");
-                tracing::warn!("{reason}: GPU figures from NVML are missing from this run");
+                if self.first(Said::Thread) {
+                    tracing::warn!("{reason}: GPU figures from NVML are missing from this run");
+                }
                 (None, SourceState::unavailable(reason))
             }
             Err(_) => {
@@ -150,11 +162,43 @@ impl NvmlOpener {
         }
     }
 
+    /// Whether `reason`, an unavailable NVML's as [`NvmlOpener::open`] said it, has a cause
+    /// only a restart or another library can change: the library cannot be loaded at all.
+    /// Every other cause (a driver not loaded yet, no GPU listed, an open that hangs, a
+    /// thread that cannot start) may pass while the process lives.
+    pub fn lasts_until_restart(&self, reason: &str) -> bool {
+        self.lasting().contains(reason)
+    }
+
+    /// Forgets which failures were warned about: NVML answered again, and a later failure
+    /// starts a new spell, warned about once again.
+    pub fn forget_warnings(&self) {
+        self.0.said.store(0, Ordering::Relaxed);
+    }
+
+    fn lasting(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeSet<String>> {
+        self.0.lasting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Marks `said`; true if that was news (so it should be logged).
     fn first(&self, said: Said) -> bool {
         let bit = said as u8;
         self.0.said.fetch_or(bit, Ordering::Relaxed) & bit == 0
     }
+}
+
+/// Whether `e` lasts until a restart (or a reload naming another library): the library could
+/// not be loaded at all (`dlopen` failed: no such file, not a shared object). An NVML that
+/// loads and then fails (`nvmlInit` refusing, no GPU listed) may work later: the driver
+/// loads late at boot, a GPU is reset.
+fn lasts_until_restart(e: &super::NvmlError) -> bool {
+    matches!(
+        e,
+        super::NvmlError::Init {
+            source: nvml_wrapper::error::NvmlError::LibloadingError(_),
+            ..
+        }
+    )
 }
 
 /// How a user silences NVML's warnings.
@@ -170,5 +214,54 @@ impl NvmlSampler {
             self.sample_now();
             std::thread::sleep(interval.saturating_sub(began.elapsed()));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn reason(opener: &NvmlOpener, lib: &str) -> String {
+        let config = NvmlConfig {
+            lib_path: Some(lib.into()),
+            ..NvmlConfig::default()
+        };
+        match opener.open(config, CancellationToken::new()).await {
+            (None, SourceState::Unavailable { reason }) => reason,
+            (_, state) => panic!("{lib}: {state:?}"),
+        }
+    }
+
+    /// A library that cannot be loaded lasts until a restart; one that loads and then fails
+    /// (here a shared library that is not NVML: its init cannot be found) may pass, as a
+    /// driver not loaded yet at boot does. Reasons the opener did not say are not lasting.
+    #[tokio::test]
+    async fn only_a_library_that_cannot_be_loaded_lasts_until_restart() {
+        let opener = NvmlOpener::default();
+        let missing = reason(&opener, "/nonexistent/libnvidia-ml.so.1").await;
+        assert!(
+            missing.starts_with("cannot initialize NVML from /nonexistent/libnvidia-ml.so.1: a libloading error occurred"),
+            "{missing}"
+        );
+        assert!(opener.lasts_until_restart(&missing), "{missing}");
+        let not_nvml = reason(&opener, "libc.so.6").await;
+        assert!(
+            not_nvml.starts_with(
+                "cannot initialize NVML from libc.so.6: function symbol failed to load"
+            ),
+            "{not_nvml}"
+        );
+        assert!(!opener.lasts_until_restart(&not_nvml), "{not_nvml}");
+        assert!(!NvmlOpener::default().lasts_until_restart(&missing));
+    }
+
+    #[test]
+    fn warnings_are_news_again_once_forgotten() {
+        let opener = NvmlOpener::default();
+        assert!(opener.first(Said::Unavailable));
+        assert!(!opener.first(Said::Unavailable));
+        assert!(opener.first(Said::Thread));
+        opener.forget_warnings();
+        assert!(opener.first(Said::Unavailable));
     }
 }
