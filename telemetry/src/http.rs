@@ -199,6 +199,12 @@ pub(crate) struct Endpoint {
     outage: OutageLog,
     /// The most of a body read ([`MAX_BODY_BYTES`] unless set).
     body_cap: usize,
+    /// One scrape at a time, its page kept before the next is asked for
+    /// ([`Endpoint::one_at_a_time`]): counters' growth is judged in the order the pages
+    /// were kept, and two scrapes in flight at once (the interval's and a run's last) could
+    /// be kept in the other order than the server wrote them, a fall read as a restart
+    /// whose whole count is growth.
+    turn: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -279,7 +285,14 @@ impl Endpoint {
             tls,
             outage: OutageLog::default(),
             body_cap: MAX_BODY_BYTES,
+            turn: Arc::default(),
         })
+    }
+
+    /// Waits until no other scrape of this endpoint (or of a clone of it) is in flight: hold
+    /// the guard across the GET and the keeping of its page.
+    pub async fn one_at_a_time(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.turn.lock().await
     }
 
     /// Reads at most `bytes` of a body (an info route's JSON, parsed whole into a tree, is
@@ -525,10 +538,16 @@ pub(crate) async fn poll<F, G>(
             _ = shutdown.cancelled() => return,
             _ = ticker.tick() => {}
         }
+        let turn = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            t = endpoint.one_at_a_time() => t,
+        };
         let result = tokio::select! {
             _ = shutdown.cancelled() => return,
             r = endpoint.get(timeout) => r,
         };
+        // Released once the page is kept (or the failure noted), at the loop's end.
+        let _turn = turn;
         match result {
             Ok((text, at)) => {
                 let page = on_page(text, at);

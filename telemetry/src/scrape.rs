@@ -265,6 +265,9 @@ impl ServerMetrics {
     /// Scrapes once now (outside the interval) and keeps the sample; use it at the end of a
     /// run so the run's last requests are in the final histogram.
     pub async fn scrape_now(&self) -> Result<ServerSample, ScrapeError> {
+        // Not beside the interval's scrape: the pages are kept in the order the server wrote
+        // them.
+        let _turn = self.endpoint.one_at_a_time().await;
         match self.endpoint.get(self.timeout).await {
             Ok((text, at)) => {
                 let detail = self.ingest(&text, at);
