@@ -147,26 +147,7 @@ mod tests {
         );
     }
 
-    /// `s` without the whitespace outside its strings: JSON as `serde_json::to_string`
-    /// writes it, whatever the indentation it was written with.
-    fn compact(s: &str) -> String {
-        let (mut out, mut in_string, mut escaped) = (String::new(), false, false);
-        for c in s.chars() {
-            if in_string {
-                out.push(c);
-                match (escaped, c) {
-                    (true, _) => escaped = false,
-                    (false, '\\') => escaped = true,
-                    (false, '"') => in_string = false,
-                    _ => {}
-                }
-            } else if !c.is_whitespace() {
-                in_string = c == '"';
-                out.push(c);
-            }
-        }
-        out
-    }
+    use canary_testkit::json::compact;
 
     // A sweep.json written by `canaryd sweep --find-max-rate` before the type moved here
     // (tests/data/SOURCES.md): its ends read, and written back are the same bytes.

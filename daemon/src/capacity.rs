@@ -537,25 +537,7 @@ mod tests {
         }
     }
 
-    /// `s` without the whitespace outside its strings: as `serde_json::to_string` writes it.
-    fn compact(s: &str) -> String {
-        let (mut out, mut in_string, mut escaped) = (String::new(), false, false);
-        for c in s.chars() {
-            if in_string {
-                out.push(c);
-                match (escaped, c) {
-                    (true, _) => escaped = false,
-                    (false, '\\') => escaped = true,
-                    (false, '"') => in_string = false,
-                    _ => {}
-                }
-            } else if !c.is_whitespace() {
-                in_string = c == '"';
-                out.push(c);
-            }
-        }
-        out
-    }
+    use canary_testkit::json::compact;
 
     // sweep.json's `capacity` as `canaryd sweep --find-max-rate` wrote it before its
     // `not_established` was canary_core's type (core/tests/data/SOURCES.md), with an end on

@@ -11,10 +11,12 @@
 //! - [`HostileServer`]: an HTTP server that misbehaves in one of the [`Hostile`] ways,
 //!   bounded in time and bytes.
 //! - [`browser`]: headless Chromium over the DevTools protocol, for tests of HTML pages.
+//! - [`json::compact`]: JSON without its layout, for tests that a file is written back as read.
 
 pub mod browser;
 pub mod fuzz;
 mod hostile;
+pub mod json;
 mod skip;
 
 pub use hostile::{Hostile, HostileServer, DEFAULT_CONNECTION_LIMIT};
