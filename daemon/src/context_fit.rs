@@ -43,14 +43,15 @@ pub async fn context_limit(target: &Target) -> Option<(u64, String)> {
         let Ok(v) = serde_json::from_slice::<Value>(&body) else {
             continue;
         };
-        // A model list: the entry of the model the run asks for, else the first.
+        // A model list: the entry of the model the run asks for, else the only one (on a
+        // server of several models another's context is not this run's).
         let v = match route == models {
             true => {
                 let data = v.get("data").and_then(Value::as_array);
                 let mine = data.and_then(|d| {
                     d.iter()
                         .find(|m| m.get("id").and_then(Value::as_str) == Some(&target.model))
-                        .or(d.first())
+                        .or(d.first().filter(|_| d.len() == 1))
                 });
                 match mine {
                     Some(m) => m.clone(),

@@ -993,7 +993,8 @@ fn note_capacity_ends(conn: &Connection) -> rusqlite::Result<()> {
             )?;
         }
     }
-    tx.execute("INSERT INTO upgrades (name) VALUES (?1)", [NAME])?;
+    // OR IGNORE: another process that opened the file at the same moment may have noted it.
+    tx.execute("INSERT OR IGNORE INTO upgrades (name) VALUES (?1)", [NAME])?;
     tx.commit()
 }
 

@@ -121,6 +121,9 @@ fn ebpf_lasts_until_restart(reason: &str) -> bool {
     .any(|h| reason.starts_with(h.as_str()))
 }
 
+/// Marks a reason said from what an earlier run found (the run was told, it did not try).
+const FOUND_EARLIER: &str = "found at an earlier run;";
+
 /// What [`MissingSources::note`] found new, for the log.
 #[derive(Debug, PartialEq)]
 enum Noted {
@@ -163,6 +166,10 @@ impl MissingSources {
     ) -> Option<Noted> {
         use canary_core::SourceState;
         match state? {
+            // A run told the source is missing (its reason is the one said here) did not try
+            // it: nothing found. Another run may have tried it meanwhile and found it back;
+            // this one's told reason must not start a new spell.
+            SourceState::Unavailable { reason } if reason.contains(FOUND_EARLIER) => None,
             SourceState::Unavailable { reason } => {
                 let earlier = self
                     .0
@@ -210,9 +217,7 @@ impl MissingSources {
                 self.0.insert(
                     source,
                     Missing {
-                        reason: format!(
-                            "{short} (found at an earlier run; not tried again {until})"
-                        ),
+                        reason: format!("{short} ({FOUND_EARLIER} not tried again {until})"),
                         nvml_lib: lib.clone(),
                         retry,
                     },
@@ -935,6 +940,18 @@ mod tests {
         );
         assert_eq!(back, Some(Noted::Back));
         assert_eq!(m.known(Source::Nvml, &lib, retry.at), None);
+        // A run of another workload, told NVML was missing before it came back, ends after:
+        // what it was told starts no new spell (it did not try).
+        let told = m.note(
+            Source::Nvml,
+            Some(&unavailable(&said)),
+            &lib,
+            |_| false,
+            10 * MIN,
+            retry.at + MIN,
+        );
+        assert_eq!(told, None);
+        assert_eq!(m.known(Source::Nvml, &lib, retry.at + MIN), None);
 
         let gone = Some(std::path::PathBuf::from("/nonexistent/libnvidia-ml.so.1"));
         let noted = m.note(
