@@ -16,9 +16,70 @@ use std::time::Duration;
 /// answers delays the run's start by this much at most, and the run goes on unwarned.
 const BUDGET: Duration = Duration::from_secs(3);
 
+/// How long a target's answer is kept: every point of a sweep, probe of a capacity search,
+/// repeat of `--runs` and period of a daemon workload would otherwise ask again (up to four
+/// GETs, 3 s against a server that never answers, while the daemon holds the server's turn).
+/// A server restarted with another context length is read again after this.
+const KEPT_FOR: Duration = Duration::from_secs(600);
+
+/// Targets whose answers are kept at most (a daemon's config names a few); past it the
+/// oldest answers go.
+const KEPT_TARGETS: usize = 64;
+
+/// What each target (URL and model) answered, when, and the warnings already said of it.
+#[derive(Default)]
+struct Kept {
+    answers:
+        std::collections::HashMap<(String, String), (std::time::Instant, Option<(u64, String)>)>,
+    said: std::collections::HashSet<(String, String, String)>,
+}
+
+fn kept() -> std::sync::MutexGuard<'static, Kept> {
+    static KEPT: std::sync::OnceLock<std::sync::Mutex<Kept>> = std::sync::OnceLock::new();
+    let m = KEPT.get_or_init(Default::default);
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `warning` about `target` is new in this process: the same counts against the same
+/// limit are warned once, later runs say them at debug (`summary.json` counts them each run).
+pub fn first_time(target: &Target, warning: &str) -> bool {
+    let mut k = kept();
+    if k.said.len() >= KEPT_TARGETS * 16 {
+        k.said.clear();
+    }
+    k.said
+        .insert((target.url(), target.model.clone(), warning.to_owned()))
+}
+
 /// The target's context length and where it was read (`/v1/models max_model_len`); `None`
-/// when no route states it in time (the run then says nothing new).
+/// when no route states it in time (the run then says nothing new). An answer (or none) is
+/// kept for [`KEPT_FOR`].
 pub async fn context_limit(target: &Target) -> Option<(u64, String)> {
+    let key = (target.url(), target.model.clone());
+    if let Some((at, answer)) = kept().answers.get(&key) {
+        if at.elapsed() < KEPT_FOR {
+            return answer.clone();
+        }
+    }
+    let answer = ask(target).await;
+    let mut k = kept();
+    if k.answers.len() >= KEPT_TARGETS {
+        let oldest = k
+            .answers
+            .iter()
+            .min_by_key(|(_, (at, _))| *at)
+            .map(|(t, _)| t.clone());
+        if let Some(t) = oldest {
+            k.answers.remove(&t);
+        }
+    }
+    k.answers
+        .insert(key, (std::time::Instant::now(), answer.clone()));
+    answer
+}
+
+/// Asks the target's routes in turn, within [`BUDGET`].
+async fn ask(target: &Target) -> Option<(u64, String)> {
     let deadline = tokio::time::Instant::now() + BUDGET;
     let models = target.models_path();
     let routes: [(&str, &[&str]); 4] = [

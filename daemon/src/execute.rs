@@ -180,7 +180,12 @@ pub async fn execute(
                 .selection
                 .count_over_context(limit, &source, requests)
             {
-                tracing::warn!("{warning}");
+                // Once per process for the same counts against the same target: a sweep's
+                // points and a daemon's periods would say it every run.
+                match crate::context_fit::first_time(target, &warning) {
+                    true => tracing::warn!("{warning}"),
+                    false => tracing::debug!("{warning}"),
+                }
             }
         }
     }

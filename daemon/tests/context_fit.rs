@@ -211,3 +211,47 @@ fn a_daemon_run_says_it_in_its_log() {
     assert_eq!(sel["context_limit"], limit, "{sel:#}");
     assert_valid(&summary);
 }
+
+/// `--runs 2`: the second run reuses the first's answer (kept 10 min), says nothing again, and
+/// counts the same in its own `summary.json`. Each run asked and warned before.
+#[test]
+fn repeated_runs_warn_once_and_each_counts() {
+    let limit = 8000u64;
+    let rows = rows();
+    let over = rows.iter().filter(|(i, o)| i + o > limit).count() as u64;
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = common::sim(&["--max-model-len", &limit.to_string()]);
+    let trace = shared(TRACE);
+    let url = format!("http://127.0.0.1:{port}");
+    let out = canaryd(
+        &[
+            "replay",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--url",
+            &url,
+            "--model",
+            "canary-sim",
+            "--output-dir",
+            "out",
+            "--no-ebpf",
+            "--speedup",
+            "10",
+            "--runs",
+            "2",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(context_warnings(&out).len(), 1, "{}", text(&out));
+    for k in 1..=2 {
+        let path = dir.path().join(format!("out/run-{k}/summary.json"));
+        let summary: Value = serde_json::from_slice(
+            &std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+        )
+        .unwrap();
+        let sel = &summary["run"]["trace"]["selection"];
+        assert_eq!(sel["over_context"], over, "run {k}: {sel:#}");
+        assert_eq!(sel["context_limit"], limit, "run {k}: {sel:#}");
+    }
+}
