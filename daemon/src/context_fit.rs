@@ -26,12 +26,17 @@ const KEPT_FOR: Duration = Duration::from_secs(600);
 /// oldest answers go.
 const KEPT_TARGETS: usize = 64;
 
-/// What each target (URL and model) answered, when, and the warnings already said of it.
+/// A target: its URL and the model asked for.
+type TargetKey = (String, String);
+
+/// A context length and where it was read, or none.
+type Answer = Option<(u64, String)>;
+
+/// What each target answered, when, and the warnings already said of it.
 #[derive(Default)]
 struct Kept {
-    answers:
-        std::collections::HashMap<(String, String), (std::time::Instant, Option<(u64, String)>)>,
-    said: std::collections::HashSet<(String, String, String)>,
+    answers: std::collections::HashMap<TargetKey, (std::time::Instant, Answer)>,
+    said: std::collections::HashSet<(TargetKey, String)>,
 }
 
 fn kept() -> std::sync::MutexGuard<'static, Kept> {
@@ -48,7 +53,7 @@ pub fn first_time(target: &Target, warning: &str) -> bool {
         k.said.clear();
     }
     k.said
-        .insert((target.url(), target.model.clone(), warning.to_owned()))
+        .insert(((target.url(), target.model.clone()), warning.to_owned()))
 }
 
 /// The target's context length and where it was read (`/v1/models max_model_len`); `None`
