@@ -533,16 +533,21 @@ pub(crate) async fn poll<F, G>(
     let outage = &endpoint.outage;
     let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(10)));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // `shutdown` first in each wait: once it is cancelled no scrape is started, and none in
+    // flight is kept (a run's last scrape, after stopping the interval's, keeps the last page).
     loop {
         tokio::select! {
+            biased;
             _ = shutdown.cancelled() => return,
             _ = ticker.tick() => {}
         }
         let turn = tokio::select! {
+            biased;
             _ = shutdown.cancelled() => return,
             t = endpoint.one_at_a_time() => t,
         };
         let result = tokio::select! {
+            biased;
             _ = shutdown.cancelled() => return,
             r = endpoint.get(timeout) => r,
         };

@@ -400,11 +400,12 @@ impl TelemetryObserver {
         end: MonoTime,
         summary: &RunSummary,
     ) -> canary_core::RunServerSummary {
-        // One last scrape, settled, so the run's final requests are inside the deltas; none
+        // One last scrape, settled, so the run's final requests are inside the deltas (the
+        // interval's scrapes stopped first, one in flight not waited for); none
         // once a stop's grace period is over (the deadline passed, and a server that left
         // requests hanging would add a scrape timeout and the settle budget to the stop).
         let last = match past_stop_deadline(summary) {
-            false => server.settled_scrape(true).await,
+            false => server.last_scrape(true).await,
             true => None,
         };
         let to = last.map_or(end, |s| s.at.max(end));

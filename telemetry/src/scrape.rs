@@ -91,6 +91,9 @@ pub struct ServerMetrics {
     /// What was warned about this endpoint, shared with earlier scrapers of it (a daemon's
     /// runs, `--runs N`): each trouble of its pages is warned once, not once per scraper.
     said: OutageLog,
+    /// Stops the interval's scrapes ([`ServerMetrics::last_scrape`]), before the run's
+    /// `shutdown` does.
+    interval_stop: CancellationToken,
 }
 
 impl ServerMetricsScraper {
@@ -115,6 +118,7 @@ impl ServerMetricsScraper {
                 model_said: Arc::default(),
                 notes: Arc::default(),
                 said: config.outage,
+                interval_stop: CancellationToken::new(),
             },
             interval: config.interval,
         })
@@ -125,21 +129,25 @@ impl ServerMetricsScraper {
         self.handle.clone()
     }
 
-    /// Scrapes every interval until `shutdown` is cancelled. An unreachable endpoint is logged
-    /// once (`warn`) and retried quietly; this never fails the caller.
+    /// Scrapes every interval until `shutdown` is cancelled, or the handle's
+    /// [`ServerMetrics::last_scrape`] stops it. An unreachable endpoint is logged once
+    /// (`warn`) and retried quietly; this never fails the caller.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ScrapeError> {
         let h = &self.handle;
-        http::poll(
+        let poll = http::poll(
             "server /metrics",
             &h.endpoint,
             self.interval,
             h.timeout,
             &h.state,
-            shutdown,
+            h.interval_stop.clone(),
             |text, at| SourceState::available(h.ingest(&text, at)),
             |reason| h.failed(reason),
-        )
-        .await;
+        );
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = poll => {}
+        }
         Ok(())
     }
 }
@@ -262,8 +270,9 @@ impl ServerMetrics {
         detail
     }
 
-    /// Scrapes once now (outside the interval) and keeps the sample; use it at the end of a
-    /// run so the run's last requests are in the final histogram.
+    /// Scrapes once now (outside the interval) and keeps the sample. It waits for an interval
+    /// scrape in flight (up to the scrape timeout); at the end of a run use
+    /// [`ServerMetrics::last_scrape`], which stops the interval's first.
     pub async fn scrape_now(&self) -> Result<ServerSample, ScrapeError> {
         // Not beside the interval's scrape: the pages are kept in the order the server wrote
         // them.
@@ -305,6 +314,16 @@ impl ServerMetrics {
             }
         }
         Some(last)
+    }
+
+    /// The run's last scrape (settled when `settle` is set, see
+    /// [`ServerMetrics::settled_scrape`]), so its last requests are in the final histograms.
+    /// The interval's scrapes stop first, for good: one in flight is dropped, not waited for
+    /// (a slow server held the run's end up to a scrape timeout) and not kept, so the pages
+    /// kept last are this one's. `None` when the endpoint did not answer.
+    pub async fn last_scrape(&self, settle: bool) -> Option<ServerSample> {
+        self.interval_stop.cancel();
+        self.settled_scrape(settle).await
     }
 
     /// The URL scraped, without user info or query.

@@ -13,5 +13,6 @@ mod gpu_sources;
 mod growth;
 mod models;
 mod nvml;
+mod scrape_order;
 mod scraper;
 mod tls;
