@@ -65,9 +65,16 @@ impl Observe {
     /// later runs (`--runs N`, a sweep's points) say they are unavailable, and why, rather
     /// than load them again and warn each time: the daemon does the same across its runs.
     pub fn remember_unavailable(&mut self, outcome: &RunOutcome) {
-        let found = |source| match outcome.telemetry.source(source) {
+        self.remember_from(&outcome.telemetry);
+    }
+
+    /// [`Observe::remember_unavailable`] of a run's telemetry: its short reason
+    /// ([`short_reason`]; the whole one was warned about and is in that run's summary).
+    fn remember_from(&mut self, telemetry: &canary_core::RunTelemetry) {
+        let found = |source| match telemetry.source(source) {
             Some(SourceState::Unavailable { reason }) => Some(format!(
-                "{reason} (found at an earlier run of this command; not tried again)"
+                "{} (found at an earlier run of this command; not tried again)",
+                short_reason(source, reason)
             )),
             _ => None,
         };
@@ -77,6 +84,17 @@ impl Observe {
         if self.telemetry.nvml_known_unavailable.is_none() {
             self.telemetry.nvml_known_unavailable = found(Source::Nvml);
         }
+    }
+}
+
+/// What later runs say of `source` found unavailable for `reason`: NVML's loader error
+/// (`a libloading error occurred: …: cannot open shared object file …`) was warned about once
+/// and is in the run's summary, so later runs say what failed (`cannot initialize NVML from
+/// …`), not its whole chain again in every diagnosis; eBPF's reason is short already.
+pub fn short_reason(source: Source, reason: &str) -> &str {
+    match source {
+        Source::Nvml => reason.split(": ").next().unwrap_or(reason),
+        _ => reason,
     }
 }
 
@@ -266,7 +284,11 @@ async fn attach(
     // canaryd's own CPU: the diagnosis's client-bound rule reads it.
     match canary_telemetry::ClientCpuObserver::start() {
         Some(c) => observers.push(Arc::new(c)),
-        None => tracing::warn!("canaryd's own CPU is not measured: no /proc/self/task/*/schedstat"),
+        // Once per process: the host does not change between a daemon's runs.
+        None if first_time(&OWN_CPU_WARNED) => {
+            tracing::warn!("canaryd's own CPU is not measured: no /proc/self/task/*/schedstat")
+        }
+        None => tracing::debug!("canaryd's own CPU is not measured"),
     }
     if !observe.ebpf {
         observers.note(Source::Ebpf, SourceState::Disabled);
@@ -287,6 +309,14 @@ async fn attach(
         observers.push(o);
     }
     Arc::new(observers)
+}
+
+/// Whether canaryd's own CPU not measured was warned about in this process.
+static OWN_CPU_WARNED: AtomicBool = AtomicBool::new(false);
+
+/// True the first time it is asked of `said` (so the one to warn).
+fn first_time(said: &AtomicBool) -> bool {
+    !said.swap(true, Ordering::Relaxed)
 }
 
 /// `e` with its setting named by `spell` (a front end's words), its cause kept.
@@ -322,4 +352,57 @@ pub fn run_labels(target: &canary_replay::Target, workload: &str) -> canary_expo
         &target.host,
         target.port,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `--runs N` or sweep command's later runs say NVML's short reason (what failed), as
+    /// the daemon's do, not the loader's whole chain again: here the real opener's words for
+    /// a library that loads but is not NVML.
+    #[tokio::test]
+    async fn later_runs_of_a_command_say_nvml_short_reason() {
+        let config = canary_telemetry::NvmlConfig {
+            lib_path: Some("libc.so.6".into()),
+            ..Default::default()
+        };
+        let opener = canary_telemetry::NvmlOpener::default();
+        let (None, SourceState::Unavailable { reason }) =
+            opener.open(config, CancellationToken::new()).await
+        else {
+            panic!("libc.so.6 opened as NVML");
+        };
+        assert!(
+            reason.starts_with("cannot initialize NVML from libc.so.6: "),
+            "{reason}"
+        );
+        let mut telemetry = canary_core::RunTelemetry::default();
+        telemetry
+            .sources
+            .insert(Source::Nvml, SourceState::unavailable(reason));
+        let mut observe = Observe {
+            telemetry: canary_telemetry::Config::default(),
+            ebpf: false,
+            ebpf_known_unavailable: None,
+            ebpf_warned: Arc::default(),
+        };
+        observe.remember_from(&telemetry);
+        assert_eq!(
+            observe.telemetry.nvml_known_unavailable.as_deref(),
+            Some(
+                "cannot initialize NVML from libc.so.6 (found at an earlier run of this \
+                 command; not tried again)"
+            )
+        );
+    }
+
+    /// The own-CPU warning is news once a process.
+    #[test]
+    fn own_cpu_unmeasured_is_warned_once() {
+        let said = AtomicBool::new(false);
+        assert!(first_time(&said));
+        assert!(!first_time(&said));
+        assert!(!first_time(&said));
+    }
 }

@@ -242,7 +242,7 @@ fn two_workloads_get_verdicts_and_a_slowdown_shows_as_regressed() {
         "{m}"
     );
     assert!(m.contains("canaryd_last_run_latency_ms{workload=\"steady\",metric=\"time_to_first_token\",quantile=\"0.50\"}"), "{m}");
-    assert!(m.contains("canaryd_telemetry_source_up{workload=\"steady\",source=\"server_metrics\",state=\"available\"} 1"), "{m}");
+    assert!(m.contains("canaryd_telemetry_source_up{workload=\"steady\",source=\"server_metrics\",state=\"available\",reason=\"\"} 1"), "{m}");
     assert_eq!(http(status, "GET", "/readyz", "").0, 200);
     assert_eq!(http(status, "GET", "/api/runs/no-such-run", "").0, 404);
     let (_, body) = http(status, "GET", "/api/runs?workload=slo&limit=2", "");

@@ -33,8 +33,11 @@ pub struct RunContext {
     /// Sources an earlier run found unavailable, with why (said so in every later run) and
     /// when they are tried again.
     missing_sources: Mutex<MissingSources>,
-    /// Per scraped URL: whether its outage was warned about, so it is once, not every run.
-    outages: Mutex<HashMap<String, canary_telemetry::OutageLog>>,
+    /// Per scraped source and URL: whether its outage was warned about, so it is once, not
+    /// every run. By source too: a `dcgm_url` that is also a target's `metrics_url` is scraped
+    /// twice, as two endpoints, each with its own notes (a server page's trouble is not the
+    /// DCGM page's).
+    outages: Mutex<HashMap<(Source, String), canary_telemetry::OutageLog>>,
     /// NVML's opening and whether eBPF's absence was said: shared from the probe on, since
     /// runs that start together probe before any of them is done (`missing_sources` is
     /// filled only then).
@@ -207,13 +210,7 @@ impl MissingSources {
                     }
                     None => "until restart".to_owned(),
                 };
-                // NVML's loader error (`a libloading error occurred: …: cannot open shared
-                // object file …`) was logged once and is in this run's summary: later runs
-                // say what failed, not its whole chain again in every diagnosis.
-                let short = match source {
-                    Source::Nvml => reason.split(": ").next().unwrap_or(reason.as_str()),
-                    _ => reason.as_str(),
-                };
+                let short = crate::execute::short_reason(source, reason);
                 self.0.insert(
                     source,
                     Missing {
@@ -297,16 +294,23 @@ impl RunContext {
         if let Some(otlp) = &self.otlp {
             otlp.retain_workloads(config);
         }
-        let named: std::collections::HashSet<&String> = config
+        let named: std::collections::HashSet<(Source, &String)> = config
             .targets
             .values()
             .filter_map(|t| t.metrics_url.as_ref())
-            .chain(config.telemetry.dcgm_url.as_ref())
+            .map(|u| (Source::ServerMetrics, u))
+            .chain(
+                config
+                    .telemetry
+                    .dcgm_url
+                    .as_ref()
+                    .map(|u| (Source::Dcgm, u)),
+            )
             .collect();
         self.outages
             .lock()
             .unwrap()
-            .retain(|u, _| named.contains(u));
+            .retain(|(s, u), _| named.contains(&(*s, u)));
     }
 
     /// Seeds the OTLP last-run gauges again from each workload's last stored run (`latest`:
@@ -469,15 +473,15 @@ impl RunContext {
         let tel = &config.telemetry;
         let now = std::time::SystemTime::now();
         let known_missing = |source| missing.known(source, &tel.nvml_lib, now);
-        let outage = |url: &Option<String>| {
+        let outage = |source: Source, url: &Option<String>| {
             let mut outages = self.outages.lock().unwrap();
             url.as_ref()
-                .map(|u| outages.entry(u.clone()).or_default().clone())
+                .map(|u| outages.entry((source, u.clone())).or_default().clone())
                 .unwrap_or_default()
         };
         let telemetry = canary_telemetry::Config {
-            server_metrics_outage: outage(&t.metrics_url),
-            dcgm_outage: outage(&tel.dcgm_url),
+            server_metrics_outage: outage(Source::ServerMetrics, &t.metrics_url),
+            dcgm_outage: outage(Source::Dcgm, &tel.dcgm_url),
             server_metrics_url: t.metrics_url.clone(),
             server_metrics_interval: tel.scrape_interval,
             server_metrics_model: Some(t.model.clone()),
@@ -813,6 +817,38 @@ mod tests {
             ),
             Ran::Finished(r) => panic!("recorded as a run: {}", r.run.verdict),
         }
+    }
+
+    /// A `dcgm_url` that is also the target's `metrics_url` is two endpoints, each with its
+    /// own outage record: one record shared made the first failing scraper's warning silence
+    /// the other's, and a page note of one (not a dcgm-exporter page) the other's. A reload
+    /// that keeps both URLs keeps both records.
+    #[test]
+    fn a_dcgm_url_that_is_the_metrics_url_has_its_own_outage_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = "http://127.0.0.1:9/metrics";
+        let text = format!(
+            "state_dir = {:?}\n[telemetry]\ndcgm_url = \"{url}\"\n[targets.t]\n\
+             url = \"http://127.0.0.1:9\"\nmodel = \"m\"\nmetrics_url = \"{url}\"\n\
+             [workloads.w]\ntarget = \"t\"\ntrace = \"bundled\"\nevery = \"1h\"\n",
+            dir.path().display().to_string()
+        );
+        let config = Config::parse(&text, std::path::Path::new("t.toml"), dir.path()).unwrap();
+        let ctx = RunContext::default();
+        let _ = ctx.observe(&config, &config.targets["t"]);
+        let keys = |ctx: &RunContext| {
+            let mut k: Vec<(Source, String)> =
+                ctx.outages.lock().unwrap().keys().cloned().collect();
+            k.sort();
+            k
+        };
+        let both = vec![
+            (Source::Dcgm, url.to_owned()),
+            (Source::ServerMetrics, url.to_owned()),
+        ];
+        assert_eq!(keys(&ctx), both);
+        ctx.retain_workloads(&config);
+        assert_eq!(keys(&ctx), both);
     }
 
     const MIN: std::time::Duration = std::time::Duration::from_secs(60);

@@ -477,40 +477,37 @@ impl State {
              rests on goodput judgements made on bounds (the truth could decide it the other \
              way), else 0.",
             self.last.iter().flat_map(|(w, v)| {
-                capacity_ends(v)
-                    .into_iter()
-                    .map(move |(end, _, on_bounds)| {
-                        (
-                            format!("workload=\"{}\",end=\"{end}\"", esc(w)),
-                            f64::from(u8::from(on_bounds)),
-                        )
-                    })
+                capacity_ends(v).into_iter().map(move |(end, _, gauge)| {
+                    (format!("workload=\"{}\",end=\"{end}\"", esc(w)), gauge)
+                })
             }),
         );
     }
 
-    /// Which telemetry sources each workload's last run had, and why not.
+    /// Which telemetry sources each workload's last run had, and why not: 1 available, 0
+    /// not, with the state and a reason class from a fixed set ([`SOURCE_REASONS`]), never the
+    /// reason's text (its URLs and error chains would make a series per wording).
     fn render_telemetry_sources(&self, out: &mut String) {
         write_family(
             out,
             "canaryd_telemetry_source_up",
             "gauge",
-            "Telemetry sources in the workload's last run: 1 available, 0 not (state label says why).",
+            "Telemetry sources in the workload's last run: 1 available, 0 not; state says which \
+             (pending, unavailable, disabled), reason a class of why (empty when available; \
+             the run's summary.json has the words).",
             self.last.iter().flat_map(|(w, v)| {
                 let w = esc(w);
-                v.telemetry_sources
-                    .iter()
-                    .flatten()
-                    .map(move |(src, st)| {
-                        (
-                            format!(
-                                "workload=\"{w}\",source=\"{}\",state=\"{}\"",
-                                esc(src.as_str()),
-                                st.name()
-                            ),
-                            f64::from(u8::from(st.is_available())),
-                        )
-                    })
+                v.telemetry_sources.iter().flatten().map(move |(src, st)| {
+                    (
+                        format!(
+                            "workload=\"{w}\",source=\"{}\",state=\"{}\",reason=\"{}\"",
+                            esc(src.as_str()),
+                            st.name(),
+                            source_reason(st)
+                        ),
+                        f64::from(u8::from(st.is_available())),
+                    )
+                })
             }),
         );
     }
@@ -526,19 +523,101 @@ impl State {
     }
 }
 
-/// `(end, rate, on bounds)` for each end of the bracket of a capacity workload's last run
-/// `v`: `passed`, `failed`, and whether its probe's decision rests on bounds.
-fn capacity_ends(v: &RunBrief) -> Vec<(&'static str, f64, bool)> {
+/// `(end, rate, not established)` for each end of the bracket of a capacity workload's last
+/// run `v`: `passed`, `failed`, its rate, and the gauge OTLP exports for it
+/// ([`crate::capacity::Capacity::not_established_gauge`]: 1 when its probe's decision rests
+/// on bounds).
+fn capacity_ends(v: &RunBrief) -> Vec<(&'static str, f64, f64)> {
     let Some(c) = v.capacity.as_ref().map(|c| &c.found) else {
         return Vec::new();
     };
     canary_core::BracketEnd::ALL
         .into_iter()
-        .filter_map(|end| {
-            let on_bounds = canary_core::EndOnBounds::find(&c.not_established, end).is_some();
-            Some((end.as_str(), c.rate_of(end)?, on_bounds))
-        })
+        .zip(c.not_established_gauge())
+        .filter_map(|(end, (name, gauge))| Some((name, c.rate_of(end)?, gauge?)))
         .collect()
+}
+
+/// The `reason` classes of `canaryd_telemetry_source_up`: a fixed set, so that a source down
+/// for weeks, its error's wording changing, keeps one series. Each with the phrases of the
+/// reasons it takes (the telemetry and eBPF crates' words, an earlier run's short reason
+/// included); `other` takes any reason none of them matches.
+pub const SOURCE_REASONS: [(&str, &[&str]); 13] = [
+    ("disabled", &[]),
+    ("not_tried", &[]),
+    ("not_permitted", &["not permitted to load eBPF programs"]),
+    (
+        "not_supported",
+        &[
+            "eBPF programs not built into this binary",
+            "no kernel BTF (",
+        ],
+    ),
+    ("load_failed", &["could not load the eBPF socket programs"]),
+    (
+        "saw_nothing",
+        &[
+            "attached but saw none of the run",
+            ": no page within the run",
+        ],
+    ),
+    (
+        "not_answering",
+        &[
+            "NVML did not answer within",
+            "NVML is still not answering",
+            "NVML's thread ended without an answer",
+            ": no complete response within",
+        ],
+    ),
+    (
+        "no_gpu",
+        &[
+            "but reports no GPU",
+            "but cannot count GPUs",
+            "no GPU reported its name",
+            "none of a GPU",
+            "but no GPU sample",
+        ],
+    ),
+    ("init_failed", &["cannot initialize NVML from"]),
+    (
+        "unreachable",
+        &[
+            ": cannot connect",
+            ": TLS handshake failed",
+            ": HTTP exchange failed",
+        ],
+    ),
+    ("http_status", &[": HTTP status "]),
+    (
+        "bad_response",
+        &[
+            ": not a dcgm-exporter page",
+            "interim (1xx) responses",
+            ": the response body is over",
+            ": reading the response body failed",
+            "which canaryd does not decode",
+            ", not a metrics page",
+            "the page is over the parser's caps",
+        ],
+    ),
+    ("other", &[]),
+];
+
+/// The `reason` class of a source's state (one of [`SOURCE_REASONS`]); empty when available.
+fn source_reason(state: &canary_core::SourceState) -> &'static str {
+    use canary_core::SourceState;
+    let reason = match state {
+        SourceState::Available { .. } => return "",
+        SourceState::Disabled => return "disabled",
+        SourceState::Pending => return "not_tried",
+        SourceState::Unavailable { reason } => reason,
+    };
+    SOURCE_REASONS
+        .iter()
+        .find(|(_, phrases)| phrases.iter().any(|p| reason.contains(p)))
+        .map_or("other", |(class, _)| *class)
 }
 
 /// The client-side p50 and p99 of TTFT, ITL and request latency of workload `w`'s last run.
@@ -671,5 +750,101 @@ mod tests {
         ] {
             assert!(text.contains(&format!("\n{line}\n")), "{line}: {text}");
         }
+    }
+
+    /// Each source state reads as its class of [`SOURCE_REASONS`], from the real reasons'
+    /// words (NVML's opener, eBPF's refusals, the scrapers'), an earlier run's short reason
+    /// (as the daemon and a `--runs N` command say it) as the reason it repeats; any other
+    /// text is `other`, so the label takes a fixed set of values whatever the wording.
+    #[tokio::test]
+    async fn source_reasons_are_a_fixed_set_of_classes() {
+        use canary_core::SourceState;
+        let opener = canary_telemetry::NvmlOpener::default();
+        let nvml = |lib: &str| {
+            let config = canary_telemetry::NvmlConfig {
+                lib_path: Some(lib.into()),
+                ..Default::default()
+            };
+            let opener = opener.clone();
+            async move { opener.open(config, Default::default()).await.1 }
+        };
+        let not_nvml = nvml("libc.so.6").await;
+        let no_lib = nvml("/nonexistent/libnvidia-ml.so.1").await;
+        let short = |s: &SourceState, told: &str| match s {
+            SourceState::Unavailable { reason } => SourceState::unavailable(format!(
+                "{} ({told})",
+                crate::execute::short_reason(canary_core::Source::Nvml, reason)
+            )),
+            other => panic!("{other:?}"),
+        };
+        let told = "found at an earlier run; not tried again until 2026-11-24T11:10:00Z";
+        let url = "http://127.0.0.1:9/metrics";
+        use canary_ebpf::Unavailable;
+        let cases = [
+            (SourceState::available("2 GPU(s)"), ""),
+            (SourceState::Disabled, "disabled"),
+            (SourceState::Pending, "not_tried"),
+            (not_nvml.clone(), "init_failed"),
+            (short(&not_nvml, told), "init_failed"),
+            (no_lib.clone(), "init_failed"),
+            (
+                short(
+                    &no_lib,
+                    "found at an earlier run of this command; not tried again",
+                ),
+                "init_failed",
+            ),
+            (
+                SourceState::unavailable(
+                    Unavailable::NotPermitted("Operation not permitted (os error 1)".into())
+                        .to_string(),
+                ),
+                "not_permitted",
+            ),
+            (
+                SourceState::unavailable(Unavailable::NotBuilt("no object").to_string()),
+                "not_supported",
+            ),
+            (
+                SourceState::unavailable(Unavailable::NoBtf("os error 2".into()).to_string()),
+                "not_supported",
+            ),
+            (
+                SourceState::unavailable(Unavailable::Load("EAGAIN".into()).to_string()),
+                "load_failed",
+            ),
+            (
+                SourceState::unavailable(format!("{url}: cannot connect: Connection refused")),
+                "unreachable",
+            ),
+            (
+                SourceState::unavailable(format!("{url}: HTTP status 404 Not Found")),
+                "http_status",
+            ),
+            (
+                SourceState::unavailable("the Moon is in the way: of http://x/metrics"),
+                "other",
+            ),
+        ];
+        for (state, class) in &cases {
+            assert_eq!(source_reason(state), *class, "{state:?}");
+            assert!(
+                class.is_empty() || SOURCE_REASONS.iter().any(|(c, _)| c == class),
+                "{class}"
+            );
+        }
+    }
+
+    /// No series before a workload's first run.
+    #[test]
+    fn source_up_is_absent_before_the_first_run() {
+        let m = StatusMetrics::default();
+        m.retain_workloads(&["w".to_owned()]);
+        let text = m.render();
+        assert!(
+            text.contains("# TYPE canaryd_telemetry_source_up gauge"),
+            "{text}"
+        );
+        assert!(!text.contains("canaryd_telemetry_source_up{"), "{text}");
     }
 }
