@@ -1313,10 +1313,7 @@ fn run_deadline_is_checked_at_its_line_and_defaults_from_the_schedule() {
     // No key: the default, from each workload's period (and planned length, when known).
     assert_eq!(w(&c, "chat").run_deadline, None);
     // Every 15 min, a trace of unknown length here: the 1 h floor.
-    assert_eq!(
-        default_for(&w(&c, "chat"), None),
-        Duration::from_secs(3600)
-    );
+    assert_eq!(default_for(&w(&c, "chat"), None), Duration::from_secs(3600));
     // Daily: twice the period.
     assert_eq!(
         default_for(&w(&c, "nightly"), None),
@@ -1329,10 +1326,7 @@ fn run_deadline_is_checked_at_its_line_and_defaults_from_the_schedule() {
     );
     let given = GOOD.replace("every = \"15m\"", "every = \"15m\"\nrun_deadline = \"20m\"");
     let c = parse(&given).unwrap();
-    assert_eq!(
-        w(&c, "chat").run_deadline,
-        Some(Duration::from_secs(1200))
-    );
+    assert_eq!(w(&c, "chat").run_deadline, Some(Duration::from_secs(1200)));
     for (value, says) in [
         ("\"0s\"", "must be above zero"),
         ("\"soon\"", ""),
