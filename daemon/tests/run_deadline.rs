@@ -52,7 +52,17 @@ fn finished_run(dir: &Path, status: u16, secs: u64) -> Value {
                 .find(|r| r["workload"] == "w" && r["verdict_kind"].is_string())
         })
     });
-    run.unwrap_or_else(|_| panic!("no verdict within {secs} s:\n{}", log()))
+    let run = run.unwrap_or_else(|_| panic!("no verdict within {secs} s:\n{}", log()));
+    // For the reader of a failure or of `--nocapture`: how long the run went on (exact, the
+    // history's start and end).
+    eprintln!(
+        "run: {} ms, {} requests: {}",
+        run["finished_unix_ms"].as_i64().unwrap_or(0)
+            - run["started_unix_ms"].as_i64().unwrap_or(0),
+        run["figures"]["requests"],
+        run["verdict"]
+    );
+    run
 }
 
 /// The run's `verdict.json`, as text.
