@@ -206,6 +206,8 @@ pub struct Workload {
     pub max_error_rate: f64,
     /// After a stop, in-flight requests get this long.
     pub grace_period: Duration,
+    /// `run_deadline`, when given; else each run's is derived ([`crate::run_deadline`]).
+    pub run_deadline: Option<Duration>,
     /// Each run reported in slices of this duration (`timeslices`), when set.
     pub slice_duration: Option<Duration>,
     /// `tokenizer.json` of the target model.

@@ -118,6 +118,13 @@ pub trait Front: Sync {
         Vec::new()
     }
 
+    /// What may stop a run before its end besides a signal ([`crate::run_deadline`]);
+    /// `planned`: the least time its trace's schedule takes (`None`: a synthetic load).
+    /// Default: nothing.
+    fn limits(&self, _planned: Option<std::time::Duration>) -> crate::run_deadline::Limits {
+        crate::run_deadline::Limits::default()
+    }
+
     /// The verdict on a measured run; `None`: unjudged.
     fn judge(&self, outcome: &RunOutcome) -> Option<Verdict>;
 
@@ -134,6 +141,9 @@ pub struct Judged {
     pub outcome: RunOutcome,
     /// Its verdict; `None`: unjudged.
     pub verdict: Option<Verdict>,
+    /// Why its limits stopped it (a run deadline, a target that answered nothing); its
+    /// verdict is then that error. `None`: they did not.
+    pub cut: Option<String>,
 }
 
 /// Runs `plan` with the telemetry `observe` names, for `front`. `None` when `shutdown`
@@ -227,7 +237,19 @@ pub async fn execute(
     // observers saw at the same moments.
     let stop_sources = CancellationToken::new();
     let tls = plan.replay.target.tls;
-    let observers = attach(observe, tls, front.observers(), &stop_sources).await;
+    // The run's own limits: a deadline, a target that answers nothing. Either stops it as a
+    // signal would, and its verdict says which.
+    let planned = match &prepared.work {
+        canary_replay::Work::Schedule(s) => Some(s.min_duration()),
+        _ => None,
+    };
+    let limits = front.limits(planned);
+    let cutoff = crate::run_deadline::Cutoff::new(&shutdown, limits);
+    let mut own = front.observers();
+    if limits.unresponsive_after.is_some() {
+        own.push(cutoff.clone());
+    }
+    let observers = attach(observe, tls, own, &stop_sources).await;
     // Before anything is sent, once the run has opened its own files: a ceiling the
     // open-file limit lowers is said, once.
     let mut config = plan.dispatcher_config();
@@ -235,23 +257,30 @@ pub async fn execute(
     config.on_in_flight_cap = Some(canary_replay::CapHook(Arc::new(move |cap| {
         crate::file_limit::warn_if_short(&setting, asked, cap)
     })));
+    let deadline = cutoff.arm(limits.deadline);
     let outcome = canary_replay::run_work(
         config,
         prepared.work,
         prompts,
         info.clone(),
         Some(observers),
-        shutdown,
+        cutoff.stop(),
         progress,
     )
     .await;
+    if let Some(timer) = deadline {
+        timer.abort();
+    }
     stop_sources.cancel();
     let outcome = outcome.map_err(|e| replay_error(front, e))?;
 
     // Judge. A shard that owns none of the window's requests did all it was asked: it passes,
     // with nothing to judge (no gate can be missed by no request).
-    let verdict = match empty_shard {
-        Some(_) if !outcome.interrupted => Some(Verdict {
+    // A run its limits stopped is that error, not a signal's interruption.
+    let cut = cutoff.why().filter(|_| outcome.interrupted);
+    let verdict = match (&cut, empty_shard) {
+        (Some(why), _) => Some(Verdict::error(why.clone())),
+        (None, Some(_)) if !outcome.interrupted => Some(Verdict {
             kind: crate::judge::verdict::VerdictKind::Pass,
             reasons: Vec::new(),
         }),
@@ -261,6 +290,7 @@ pub async fn execute(
         info,
         outcome,
         verdict,
+        cut,
     };
 
     // Export.

@@ -31,6 +31,7 @@ pub mod file_limit;
 mod instant;
 pub mod judge;
 pub mod malloc_arenas;
+pub mod run_deadline;
 pub mod service;
 
 pub use bundled::BUNDLED_TRACE_NAME;

@@ -309,6 +309,10 @@ pub struct Workload {
     pub max_error_rate: Option<Fraction>,
     /// Default `30s`; at most a year.
     pub grace_period: Option<Period>,
+    /// The longest one run (each point of a sweep, each probe of a capacity search) may take
+    /// before it is stopped with an `error: run deadline … passed` verdict; default derived
+    /// from the schedule and the planned length (`crate::run_deadline`).
+    pub run_deadline: Option<toml::Spanned<PositivePeriod>>,
     /// Report each run in consecutive slices of this duration (`"10s"`): summary.json's
     /// `timeslices`, `timeslices.csv` and OTLP `canary.slice.*`, so warm-up and drift show.
     pub slice_duration: Option<SliceWidth>,

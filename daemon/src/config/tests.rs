@@ -1304,3 +1304,46 @@ fn a_key_pasted_for_a_variable_or_a_file_is_never_quoted() {
         "{warnings:?}"
     );
 }
+
+#[test]
+fn run_deadline_is_checked_at_its_line_and_defaults_from_the_schedule() {
+    use crate::run_deadline::default_for;
+    let w = |c: &Config, name: &str| c.workloads.iter().find(|w| w.name == name).unwrap().clone();
+    let c = parse(GOOD).unwrap();
+    // No key: the default, from each workload's period (and planned length, when known).
+    assert_eq!(w(&c, "chat").run_deadline, None);
+    // Every 15 min, a trace of unknown length here: the 1 h floor.
+    assert_eq!(default_for(&w(&c, "chat"), None), Duration::from_secs(3600));
+    // Daily: twice the period.
+    assert_eq!(
+        default_for(&w(&c, "nightly"), None),
+        Duration::from_secs(2 * 86_400)
+    );
+    // A trace whose schedule takes 2 h at its speedup: twice that plus the 30 s grace.
+    assert_eq!(
+        default_for(&w(&c, "chat"), Some(Duration::from_secs(7200))),
+        Duration::from_secs(4 * 3600 + 30)
+    );
+    let given = GOOD.replace("every = \"15m\"", "every = \"15m\"\nrun_deadline = \"20m\"");
+    let c = parse(&given).unwrap();
+    assert_eq!(w(&c, "chat").run_deadline, Some(Duration::from_secs(1200)));
+    for (value, says) in [
+        ("\"0s\"", "must be above zero"),
+        ("\"soon\"", ""),
+        ("20", ""),
+        ("\"1e19\"", "too long"),
+    ] {
+        let line = format!("run_deadline = {value}");
+        let text = GOOD.replace("every = \"15m\"", &format!("every = \"15m\"\n{line}"));
+        let e = error_at(&text, &line, "workloads.chat.run_deadline");
+        assert!(e.contains(says), "{e}");
+    }
+    // One that cannot outlast the run's own benchmark_duration would cut every run.
+    let synthetic = "[workloads.s]\ntarget = \"local\"\nevery = \"1h\"\nrequest_rate = 2\n\
+                     benchmark_duration = \"10m\"\n";
+    let line = "run_deadline = \"10m\"";
+    let text = format!("{GOOD}{synthetic}{line}\n");
+    let e = error_at(&text, line, "workloads.s.run_deadline");
+    assert!(e.contains("not longer than benchmark_duration 10m"), "{e}");
+    assert!(parse(&format!("{GOOD}{synthetic}run_deadline = \"11m\"\n")).is_ok());
+}

@@ -268,6 +268,17 @@ impl Front for WorkloadFront<'_> {
         own
     }
 
+    fn limits(&self, planned: Option<std::time::Duration>) -> crate::run_deadline::Limits {
+        let w = self.plan.workload;
+        crate::run_deadline::Limits {
+            deadline: Some(
+                w.run_deadline
+                    .unwrap_or_else(|| crate::run_deadline::default_for(w, planned)),
+            ),
+            unresponsive_after: Some(crate::run_deadline::UNRESPONSIVE_AFTER),
+        }
+    }
+
     fn judge(&self, outcome: &RunOutcome) -> Option<Verdict> {
         // A run whose files were not all written (a full disk) is an error, whatever its
         // figures: for a single run (its figures kept in the history), a capacity probe and
@@ -391,7 +402,8 @@ impl RunContext {
             .await
         {
             // Warm-up requests are not measured: a stop during the warm-up measured nothing.
-            Ok((judged, _)) if measured_nothing(&judged.outcome) => {
+            // One its limits stopped (a deadline, a silent target) is an error, not a skip.
+            Ok((judged, _)) if judged.cut.is_none() && measured_nothing(&judged.outcome) => {
                 return self.not_started(result, stopped_before_measuring(workload));
             }
             Ok((judged, samples)) => {

@@ -151,6 +151,7 @@ fn workload(
             ),
         ));
     }
+    let run_deadline = run_deadline(&name, w.run_deadline.as_ref(), &w.benchmark_duration, src)?;
     let start_at = start_at(&name, w.start_at, w.max_late_start, src)?;
     let tokenizer = tokenizer(&name, w.tokenizer, w.prompt_seed, src)?;
     let workload = Workload {
@@ -181,6 +182,7 @@ fn workload(
         min_good_fraction: w.min_good_fraction.map_or(0.95, |f| f.get_ref().0),
         max_error_rate: w.max_error_rate.map_or(0.05, |f| f.0),
         grace_period: w.grace_period.map_or(Plan::GRACE_PERIOD, |d| d.0),
+        run_deadline,
         slice_duration: w.slice_duration.map(|d| d.0),
         tokenizer,
         prompt_seed: w.prompt_seed.unwrap_or(Plan::PROMPT_SEED),
@@ -189,6 +191,35 @@ fn workload(
     let target = &targets[&workload.target];
     super::sweep::check_points(&workload, target, sweep_at, src)?;
     Ok(workload)
+}
+
+/// `run_deadline`, when given: one that cannot outlast the run's own `benchmark_duration`
+/// would cut every run short, so it is refused, at its line.
+fn run_deadline(
+    name: &str,
+    given: Option<&toml::Spanned<raw::PositivePeriod>>,
+    benchmark_duration: &Option<toml::Spanned<raw::HumanDuration>>,
+    src: &Source,
+) -> Result<Option<std::time::Duration>, ConfigError> {
+    let Some(d) = given else {
+        return Ok(None);
+    };
+    let deadline = d.get_ref().0;
+    if let Some(length) = benchmark_duration.as_ref().map(|b| b.get_ref().0) {
+        if deadline <= length {
+            return Err(src.err(
+                Some(d.span().start),
+                format!(
+                    "workloads.{name}.run_deadline: {} is not longer than benchmark_duration {}; \
+                     every run would be stopped before its end (give more, or leave it out \
+                     for the default)",
+                    crate::run_deadline::human(deadline),
+                    crate::run_deadline::human(length),
+                ),
+            ));
+        }
+    }
+    Ok(Some(deadline))
 }
 
 /// The workload's `tokenizer.json`, loaded (and its prompt words checked) as each run loads

@@ -33,6 +33,9 @@ struct State {
     runs: BTreeMap<(String, VerdictKind), u64>,
     skips: BTreeMap<(String, SkipReason), u64>,
     running: BTreeMap<String, bool>,
+    /// Since when each running workload has been running (Unix s; its wait for its turn
+    /// included): shown only while it runs.
+    running_since: BTreeMap<String, f64>,
     /// When each workload's next run is due (Unix s; before jitter).
     next_run: BTreeMap<String, f64>,
     /// How long each workload's last run waited for its turn on its servers (seconds).
@@ -86,6 +89,9 @@ impl StatusMetrics {
         }
         // A run still going when its workload was taken out shows until it ends.
         s.running.retain(|w, r| keep.contains(w) || *r);
+        let running = s.running.clone();
+        s.running_since
+            .retain(|w, _| running.get(w).copied().unwrap_or(false));
         s.next_run.retain(|w, _| keep.contains(w));
         s.turn_wait.retain(|w, _| keep.contains(w));
         s.last.retain(|w, _| keep.contains(w));
@@ -167,6 +173,18 @@ impl StatusMetrics {
     /// A run of `workload` starts or ends.
     pub fn set_running(&self, workload: &str, running: bool) {
         let mut s = self.state.lock().unwrap();
+        match running {
+            true if s.shows(workload) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                s.running_since.entry(workload.to_string()).or_insert(now);
+            }
+            true => {}
+            false => {
+                s.running_since.remove(workload);
+            }
+        }
         if s.shows(workload) {
             s.running.insert(workload.to_string(), running);
         } else if !running {
@@ -290,6 +308,15 @@ impl State {
             self.running
                 .iter()
                 .map(|(w, r)| (format!("workload=\"{}\"", esc(w)), f64::from(u8::from(*r)))),
+        );
+        write_family(
+            out,
+            "canaryd_run_started_timestamp_seconds",
+            "gauge",
+            "When the workload's run now going started (Unix time; its wait for its turn on its servers included); absent while none runs. time() minus it is how long the run has gone on.",
+            self.running_since
+                .iter()
+                .map(|(w, t)| (format!("workload=\"{}\"", esc(w)), *t)),
         );
         write_family(
             out,

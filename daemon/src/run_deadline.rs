@@ -1,0 +1,270 @@
+//! How long one run may go on: a run deadline, and a cut-off for a target that takes requests
+//! and never answers them. Either stops the run the way a SIGTERM does (dispatching ends,
+//! in-flight requests get the `grace_period`, everything measured is kept and written), and
+//! the run's verdict says which: `error: run deadline … passed` or `error: target
+//! unresponsive: …`, not `interrupted`.
+//!
+//! Without them a target that accepts connections and never answers holds a closed-loop run
+//! for `request_count × request_timeout` (100 min with the defaults), with no verdict and every
+//! tick of its workload skipped meanwhile.
+
+use crate::config::{run_length, Workload};
+use canary_core::{ErrorKind, MonoTime, Observer, RequestRecord, Status};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Consecutive requests that got nothing back (a connect that timed out, or a request timeout
+/// with no response head) after which the daemon stops a run as `target unresponsive`. Each
+/// of them waited its whole timeout; a server that answers anything (a status, a token) in
+/// between, however slowly, resets the count, and so does any other outcome. A refused
+/// connection fails at once and is not counted (the run ends soon by itself, as `target
+/// unusable`), nor are requests cut by a stop or cancelled on purpose.
+pub const UNRESPONSIVE_AFTER: u32 = 5;
+
+/// The default deadline is never below this.
+pub const DEFAULT_FLOOR: Duration = Duration::from_secs(3600);
+
+/// The default deadline is this many times the workload's period (`every`, or its cron's
+/// shortest gap) and this many times its planned length (plus its `grace_period`), where
+/// those are longer than [`DEFAULT_FLOOR`].
+pub const DEFAULT_FACTOR: u32 = 2;
+
+/// What may stop a run before its end, besides a signal.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Limits {
+    /// Stop the run this long after its dispatch starts (its warm-up included, the loading of
+    /// its trace not).
+    pub deadline: Option<Duration>,
+    /// Stop it after this many consecutive requests got nothing back.
+    pub unresponsive_after: Option<u32>,
+}
+
+/// A daemon workload's deadline when it gives none: the largest of [`DEFAULT_FLOOR`],
+/// [`DEFAULT_FACTOR`] × its period, and [`DEFAULT_FACTOR`] × its planned length plus its
+/// `grace_period` where that length is known before it runs (`replay`: the trace's schedule at
+/// its speedup; a synthetic load's `benchmark_duration` or `request_count` over its rate; not
+/// a closed loop of a request count, whose length is the server's pace).
+pub fn default_for(w: &Workload, replay: Option<Duration>) -> Duration {
+    let period = w.cadence.shortest_gap().unwrap_or_default();
+    let length = run_length::run_length(w, replay)
+        .map(|l| l.length.saturating_mul(DEFAULT_FACTOR))
+        .map_or(Duration::ZERO, |l| l.saturating_add(w.grace_period));
+    DEFAULT_FLOOR
+        .max(period.saturating_mul(DEFAULT_FACTOR))
+        .max(length)
+}
+
+/// `15m`, `2h`, `90s`, `1.5s`: the largest unit that divides the duration.
+pub fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    match (s, d.subsec_nanos()) {
+        (0, _) | (_, 1..) => format!("{d:?}"),
+        (s, 0) if s % 86400 == 0 => format!("{}d", s / 86400),
+        (s, 0) if s % 3600 == 0 => format!("{}h", s / 3600),
+        (s, 0) if s % 60 == 0 => format!("{}m", s / 60),
+        (s, _) => format!("{s}s"),
+    }
+}
+
+/// Stops one run when its [`Limits`] say so, and says why: the run's stop token (a child of
+/// the shutdown's, so a signal stops it too), the observer that counts requests that got
+/// nothing back, and the deadline's timer ([`Cutoff::arm`]).
+pub struct Cutoff {
+    stop: CancellationToken,
+    unresponsive_after: Option<u32>,
+    silent: AtomicU32,
+    why: Mutex<Option<String>>,
+}
+
+impl Cutoff {
+    /// A cut-off for a run stopped by `shutdown` too.
+    pub fn new(shutdown: &CancellationToken, limits: Limits) -> Arc<Cutoff> {
+        Arc::new(Cutoff {
+            stop: shutdown.child_token(),
+            unresponsive_after: limits.unresponsive_after.filter(|&n| n > 0),
+            silent: AtomicU32::new(0),
+            why: Mutex::new(None),
+        })
+    }
+
+    /// The run's stop: fired by the shutdown, the deadline or the cut-off.
+    pub fn stop(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    /// Starts the deadline's timer, `deadline` from now; the handle is aborted when the run
+    /// ends first.
+    pub fn arm(
+        self: &Arc<Self>,
+        deadline: Option<Duration>,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let deadline = deadline?;
+        let cut = self.clone();
+        Some(tokio::spawn(async move {
+            tokio::select! {
+                () = tokio::time::sleep(deadline) => cut.trip(format!(
+                    "run deadline {} passed; the run was stopped there, what it measured kept",
+                    human(deadline)
+                )),
+                () = cut.stop.cancelled() => {}
+            }
+        }))
+    }
+
+    /// Why the run was stopped by its limits; `None`: it was not (it ended, or a signal
+    /// stopped it first).
+    pub fn why(&self) -> Option<String> {
+        self.why.lock().unwrap().clone()
+    }
+
+    /// Stops the run for `why`, unless it is stopped already; logged once.
+    fn trip(&self, why: String) {
+        let mut said = self.why.lock().unwrap();
+        if said.is_some() || self.stop.is_cancelled() {
+            return;
+        }
+        tracing::warn!("{why}: stopping the run");
+        *said = Some(why);
+        self.stop.cancel();
+    }
+
+    /// What `record` heard from the target ([`Heard`]).
+    fn heard(record: &RequestRecord) -> Heard<'_> {
+        if record.status == Status::Cancelled {
+            return Heard::Neutral;
+        }
+        let Some(e) = record
+            .error
+            .as_ref()
+            .filter(|_| record.status == Status::Error)
+        else {
+            return Heard::Answered;
+        };
+        match e.kind {
+            ErrorKind::Timeout if record.ttfb_ms.is_none() => Heard::Nothing(&e.message),
+            // A connect that timed out (canaryd's `connect_timeout`, or the kernel's);
+            // a refusal or a reset fails at once.
+            ErrorKind::Connect if e.message.contains("timed out") => Heard::Nothing(&e.message),
+            ErrorKind::Connect | ErrorKind::Cancelled | ErrorKind::ClientResources => {
+                Heard::Neutral
+            }
+            _ => Heard::Answered,
+        }
+    }
+}
+
+/// What one request heard from the target.
+enum Heard<'a> {
+    /// Something, or a failure that says the target is there (a status, a cut stream).
+    Answered,
+    /// Nothing within its timeout; the error's message.
+    Nothing(&'a str),
+    /// Neither: it says nothing of the target.
+    Neutral,
+}
+
+impl Observer for Cutoff {
+    fn annotate(&self, record: &mut RequestRecord, _t0: MonoTime) {
+        let Some(n) = self.unresponsive_after else {
+            return;
+        };
+        match Cutoff::heard(record) {
+            Heard::Answered => self.silent.store(0, Ordering::Relaxed),
+            Heard::Neutral => {}
+            Heard::Nothing(cause) => {
+                let silent = self.silent.fetch_add(1, Ordering::Relaxed) + 1;
+                if silent >= n {
+                    self.trip(format!(
+                        "target unresponsive: {silent} consecutive requests got nothing back \
+                         within their timeout (last: {cause})"
+                    ));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use canary_core::RequestError;
+
+    fn failed(kind: ErrorKind, message: &str, ttfb_ms: Option<f64>) -> RequestRecord {
+        RequestRecord {
+            status: Status::Error,
+            error: Some(RequestError {
+                kind,
+                http_status: None,
+                message: message.into(),
+            }),
+            ttfb_ms,
+            ..RequestRecord::default()
+        }
+    }
+
+    fn see(cut: &Cutoff, mut r: RequestRecord) {
+        cut.annotate(&mut r, MonoTime::now());
+    }
+
+    #[test]
+    fn only_consecutive_silent_requests_stop_the_run() {
+        let shutdown = CancellationToken::new();
+        let limits = Limits {
+            deadline: None,
+            unresponsive_after: Some(3),
+        };
+        let cut = Cutoff::new(&shutdown, limits);
+        let timeout = || {
+            failed(
+                ErrorKind::Timeout,
+                "no complete response within 300 ms",
+                None,
+            )
+        };
+        see(&cut, timeout());
+        see(&cut, timeout());
+        // A slow answer in between (a head, then the timeout) resets the count.
+        see(&cut, failed(ErrorKind::Timeout, "slow", Some(250.0)));
+        see(&cut, timeout());
+        // Refused connections and requests a stop cut say nothing either way.
+        see(&cut, failed(ErrorKind::Connect, "Connection refused", None));
+        see(&cut, failed(ErrorKind::Cancelled, "grace over", None));
+        see(&cut, timeout());
+        assert!(!cut.stop().is_cancelled() && cut.why().is_none());
+        see(
+            &cut,
+            failed(ErrorKind::Connect, "connecting: timed out after 1s", None),
+        );
+        assert!(cut.stop().is_cancelled());
+        let why = cut.why().unwrap();
+        assert!(
+            why.starts_with("target unresponsive: 3 consecutive"),
+            "{why}"
+        );
+        assert!(why.contains("timed out after 1s"), "{why}");
+        // The shutdown was not touched: only this run stops.
+        assert!(!shutdown.is_cancelled());
+    }
+
+    #[test]
+    fn a_signal_first_is_not_called_a_cut() {
+        let shutdown = CancellationToken::new();
+        let limits = Limits {
+            deadline: None,
+            unresponsive_after: Some(1),
+        };
+        let cut = Cutoff::new(&shutdown, limits);
+        shutdown.cancel();
+        see(&cut, failed(ErrorKind::Timeout, "t", None));
+        assert!(cut.why().is_none());
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human(Duration::from_secs(1200)), "20m");
+        assert_eq!(human(Duration::from_secs(90)), "90s");
+        assert_eq!(human(Duration::from_millis(1500)), "1.5s");
+    }
+}
