@@ -34,6 +34,21 @@ pub enum Cadence {
     },
 }
 
+/// What a tick does when it finds the workload's previous run still going (`on_overrun`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnOverrun {
+    /// The due run is skipped (counted in `canaryd_skips_total{reason}`); the next one is
+    /// the one after.
+    #[default]
+    Skip,
+    /// The due run starts as soon as the previous one ends, late (its `start_late_ms`),
+    /// when that is before the next due time; otherwise it is skipped as with `skip`. Never
+    /// more than one waits, and runs never overlap; the due times stay where the cadence
+    /// puts them.
+    StartWhenFree,
+}
+
 /// A cron field's name and the values the `cron` crate takes in it.
 struct CronField {
     name: &'static str,
