@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cadence {
     /// A run every `period` (the first one at start, or a period after the last run's
-    /// start when the daemon restarts).
+    /// due time when the daemon restarts).
     Every {
         /// Time between runs.
         period: Duration,
