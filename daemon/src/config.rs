@@ -198,6 +198,8 @@ pub struct Workload {
     pub warmup_requests: usize,
     /// When it runs.
     pub cadence: Cadence,
+    /// What a tick does when the previous run is still going.
+    pub on_overrun: cadence::OnOverrun,
     /// SLOs (aiperf goodput syntax).
     pub slos: Goodput,
     /// With SLOs: the run fails below this good-request fraction.

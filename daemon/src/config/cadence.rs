@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cadence {
     /// A run every `period` (the first one at start, or a period after the last run's
-    /// start when the daemon restarts).
+    /// due time when the daemon restarts).
     Every {
         /// Time between runs.
         period: Duration,
@@ -32,6 +32,21 @@ pub enum Cadence {
         /// Up to this much random delay before each run.
         jitter: Option<Duration>,
     },
+}
+
+/// What a tick does when it finds the workload's previous run still going (`on_overrun`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnOverrun {
+    /// The due run is skipped (counted in `canaryd_skips_total{reason}`); the next one is
+    /// the one after.
+    #[default]
+    Skip,
+    /// The due run starts as soon as the previous one ends, late (its `start_late_ms`),
+    /// when that is before the next due time; otherwise it is skipped as with `skip`. Never
+    /// more than one waits, and runs never overlap; the due times stay where the cadence
+    /// puts them.
+    StartWhenFree,
 }
 
 /// A cron field's name and the values the `cron` crate takes in it.

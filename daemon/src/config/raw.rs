@@ -301,6 +301,9 @@ pub struct Workload {
     /// A random delay up to this much before each run; shorter than `every`, or than the
     /// shortest gap between the cron expression's next 200 firings.
     pub jitter: Option<toml::Spanned<Period>>,
+    /// `skip` (default) or `start_when_free`: what a tick does when the previous run is still
+    /// going (see [`crate::config::cadence::OnOverrun`]); not with `start_at`.
+    pub on_overrun: Option<toml::Spanned<crate::config::cadence::OnOverrun>>,
     /// aiperf goodput syntax.
     pub slos: Option<SloSpec>,
     /// Default 0.95; only with `slos`, which judge each request.

@@ -212,11 +212,25 @@ pub fn overrun_warning(w: &Workload, replay: Option<Duration>) -> Option<String>
             },
         ),
     };
+    let then = match (w.on_overrun, &w.start_at) {
+        (super::cadence::OnOverrun::StartWhenFree, _) => format!(
+            "so each run starts late, when the one before ends (on_overrun = \"start_when_free\"), \
+             later each time, until one ends past the next due time and that run is skipped: the \
+             workload runs less often than written; lengthen {key} or shorten the run"
+        ),
+        (_, Some(_)) => format!(
+            "so each run skips the start after it (on a start_at grid, that grid instant) and the \
+             workload runs less often than written; lengthen {key} or shorten the run"
+        ),
+        (_, None) => format!(
+            "so each run skips the start after it (on a start_at grid, that grid instant) and the \
+             workload runs less often than written; lengthen {key} or shorten the run (or, when a \
+             run is only a little longer, on_overrun = \"start_when_free\" starts it late instead)"
+        ),
+    };
     Some(format!(
         "workloads.{}.{key}: one run takes {} {} s ({}{}{besides}), not less than {between}, {} s: runs \
-         never overlap, so each run skips the start after it (on a start_at grid, that grid \
-         instant) and the workload runs less often than written; lengthen {key} or shorten the \
-         run",
+         never overlap, {then}",
         w.name,
         match run.bound {
             true => "at least",

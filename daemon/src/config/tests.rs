@@ -1347,3 +1347,30 @@ fn run_deadline_is_checked_at_its_line_and_defaults_from_the_schedule() {
     assert!(e.contains("not longer than benchmark_duration 10m"), "{e}");
     assert!(parse(&format!("{GOOD}{synthetic}run_deadline = \"11m\"\n")).is_ok());
 }
+
+#[test]
+fn on_overrun_is_skip_or_start_when_free_named_by_line_and_key() {
+    let c = parse(GOOD).unwrap();
+    assert_eq!(c.workloads[0].on_overrun, cadence::OnOverrun::Skip);
+    let text = GOOD.replace(
+        "jitter = \"30s\"",
+        "jitter = \"30s\"\non_overrun = \"start_when_free\"",
+    );
+    let c = parse(&text).unwrap();
+    assert_eq!(c.workloads[0].on_overrun, cadence::OnOverrun::StartWhenFree);
+    let text = GOOD.replace("jitter = \"30s\"", "on_overrun = \"queue\"");
+    let e = error_at(&text, "on_overrun", "workloads.chat.on_overrun");
+    assert!(e.contains("start_when_free"), "{e}");
+    // A start_at grid's runs start on their instant or not at all.
+    let text = GOOD.replace(
+        "jitter = \"30s\"",
+        "start_at = \"2026-11-24T12:00:00+01:00\"\non_overrun = \"start_when_free\"",
+    );
+    let e = error_at(&text, "on_overrun", "workloads.chat.on_overrun: ");
+    assert!(e.contains("not taken with start_at"), "{e}");
+    let text = GOOD.replace(
+        "jitter = \"30s\"",
+        "start_at = \"2026-11-24T12:00:00+01:00\"\non_overrun = \"skip\"",
+    );
+    parse(&text).unwrap();
+}

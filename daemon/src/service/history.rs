@@ -28,6 +28,13 @@ pub struct RunFacts {
     pub target: String,
     /// Wall-clock start, Unix ms.
     pub started_unix_ms: i64,
+    /// The time its schedule had it due, Unix ms: before jitter, a wait for its turn on the
+    /// target or for the previous run to end (`on_overrun = "start_when_free"`). A restart
+    /// resumes the cadence from it. Absent for runs not started by a cadence (a `start_at`
+    /// grid, a run recovered at start) and in rows from before it was recorded: those resume
+    /// from their start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due_unix_ms: Option<i64>,
     /// Wall-clock end, Unix ms.
     pub finished_unix_ms: i64,
     /// The verdict.
@@ -145,10 +152,12 @@ const ADDED_COLUMNS: &[(&str, &str)] = &[
     ("sweep", "TEXT"),
     ("load", "TEXT"),
     ("load_hash", "INTEGER"),
+    ("due_unix_ms", "INTEGER"),
 ];
 
 const COLUMNS: &str = "id, workload, target, started_unix_ms, finished_unix_ms, verdict, \
-                       reasons, trend, comparison, summary, artifacts, capacity, sweep";
+                       reasons, trend, comparison, summary, artifacts, capacity, sweep, \
+                       due_unix_ms";
 
 impl History {
     /// Opens (creating if needed) the database at `path`. A read-only file (an immutable
@@ -674,8 +683,8 @@ fn insert_row(conn: &Connection, row: &RunRow, rowid: Option<i64>) -> rusqlite::
     conn.execute(
         "INSERT OR REPLACE INTO runs (rowid, id, workload, target, started_unix_ms, \
              finished_unix_ms, verdict, reasons, trend, comparison, summary, samples, \
-             artifacts, capacity, sweep, load, load_hash) VALUES (?17, ?1, ?2, ?3, ?4, ?5, ?6, \
-             ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+             artifacts, capacity, sweep, load, load_hash, due_unix_ms) VALUES (?17, ?1, ?2, \
+             ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?18)",
         params![
             row.run.id,
             row.run.workload,
@@ -694,6 +703,7 @@ fn insert_row(conn: &Connection, row: &RunRow, rowid: Option<i64>) -> rusqlite::
             row.run.load.as_ref().map(json),
             row.run.load.as_ref().map(crate::judge::load::hash),
             rowid,
+            row.run.due_unix_ms,
         ],
     )?;
     Ok(())
@@ -815,6 +825,7 @@ fn read_row<S>(
             workload: r.get(1)?,
             target: r.get(2)?,
             started_unix_ms: r.get(3)?,
+            due_unix_ms: r.get(13)?,
             finished_unix_ms: r.get(4)?,
             verdict: Verdict {
                 kind: VerdictKind::parse(&r.get::<_, String>(5)?).unwrap_or(VerdictKind::Error),

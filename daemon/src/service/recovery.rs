@@ -192,6 +192,7 @@ pub fn recover(config: &Config, o: &Orphan) -> Result<RunResult> {
             workload: o.workload.clone(),
             target: workload.map_or_else(|| "unknown".into(), |w| w.target.clone()),
             started_unix_ms: started_unix_ms(&o.id).unwrap_or(finished).min(finished),
+            due_unix_ms: None,
             finished_unix_ms: finished,
             verdict: Verdict::error(cause),
             samples: None,

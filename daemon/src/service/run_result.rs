@@ -58,6 +58,7 @@ impl RunResult {
                 target: workload.target.clone(),
                 started_unix_ms,
                 finished_unix_ms: started_unix_ms,
+                due_unix_ms: None,
                 verdict: Verdict::error("not started"),
                 samples: None,
                 comparison: None,

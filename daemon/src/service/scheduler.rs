@@ -12,7 +12,7 @@ use super::run_result::{new_run_id, Ran, RunResult};
 use super::sinks::{RunSink, Sinks, SkipReason};
 use super::status::StatusMetrics;
 use super::workload::RunContext;
-use crate::config::cadence::{Ticker, WallClock};
+use crate::config::cadence::{OnOverrun, Ticker, WallClock};
 use crate::config::{Config, Workload};
 use crate::judge::baseline;
 use crate::judge::capacity::CapacityBaseline;
@@ -46,13 +46,17 @@ pub(super) struct Daemon {
     target_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Workloads with a run in progress (waiting for the target's turn included).
     running: Mutex<HashSet<String>>,
+    /// Told each time a workload's run ends ([`RunningGuard`]'s drop): a due run waiting for
+    /// it (`on_overrun = "start_when_free"`) starts then.
+    freed: tokio::sync::Notify,
     /// Turns taken: the server (a key of `target_locks`) and the workload whose run holds it.
     turns: Mutex<HashMap<String, String>>,
     /// Runs waiting for a turn: the workload and the server it waits for.
     waiting: Mutex<HashMap<String, String>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// Each workload's last due time, kept across reloads so a SIGHUP does not re-run it;
-    /// seeded at start from its last run's start ([`Daemon::resume_cadences`]).
+    /// seeded at start from its last run's due time, or its start when that is not known
+    /// ([`Daemon::resume_cadences`]).
     previous_due: Mutex<HashMap<String, SystemTime>>,
     progress: Mutex<HashMap<String, Arc<Progress>>>,
     /// Carries out one run: [`replay_run`]; tests put a stand-in here.
@@ -137,7 +141,27 @@ impl Drop for RunningGuard {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.workload);
+        // After the removal: a waiter told now finds the workload free.
+        self.daemon.freed.notify_waiters();
     }
+}
+
+/// How a run came to start: the due time its schedule gave it (before jitter; `None` for a
+/// run no cadence started, a `start_at` grid's) and, for a run that waited for its previous
+/// run to end (`on_overrun = "start_when_free"`), how long after its tick it started.
+#[derive(Debug, Clone, Copy, Default)]
+struct Start {
+    due: Option<SystemTime>,
+    late: Option<std::time::Duration>,
+}
+
+/// What a run waited for before it started, written to its `verdict.json`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Waits {
+    /// For its turn on its servers (0: every turn was free).
+    pub(super) turn: std::time::Duration,
+    /// For its previous run to end, after its tick (`None`: it did not wait).
+    pub(super) late: Option<std::time::Duration>,
 }
 
 /// The workloads' schedulers, one task each, until cancelled.
@@ -207,6 +231,7 @@ impl Daemon {
             target_locks: Mutex::default(),
             tasks: Mutex::default(),
             running: Mutex::default(),
+            freed: tokio::sync::Notify::new(),
             turns: Mutex::default(),
             waiting: Mutex::default(),
             previous_due: Mutex::default(),
@@ -317,7 +342,15 @@ impl Daemon {
                     .unwrap()
                     .insert(w.name.clone(), due);
             }
-            let Some(task) = self.start_run(config.clone(), w.clone()) else {
+            let start = Start {
+                due: previous,
+                late: None,
+            };
+            let mut started = self.start_run_for(config.clone(), w.clone(), start);
+            if started.is_none() && w.on_overrun == OnOverrun::StartWhenFree {
+                started = self.start_when_free(&config, &w, previous, &stop).await;
+            }
+            let Some(task) = started else {
                 let (reason, why) = self.why_busy(&w.name);
                 match overlapping.replace(reason) == Some(reason) {
                     false => tracing::warn!(
@@ -341,18 +374,65 @@ impl Daemon {
     /// Marks the workload running and runs it once in a task of its own; `None` when a run
     /// of it is still going.
     fn start_run(self: &Arc<Self>, config: Arc<Config>, w: Workload) -> Option<JoinHandle<()>> {
+        self.start_run_for(config, w, Start::default())
+    }
+
+    /// [`Self::start_run`] for a run started as `start` says.
+    fn start_run_for(
+        self: &Arc<Self>,
+        config: Arc<Config>,
+        w: Workload,
+        start: Start,
+    ) -> Option<JoinHandle<()>> {
         let running = RunningGuard::take(self, &w.name)?;
         let d = self.clone();
         Some(tokio::spawn(async move {
             let _running = running;
-            d.run_once(config, w).await
+            d.run_once(config, w, start).await
         }))
+    }
+
+    /// `on_overrun = "start_when_free"`: the run due at `due` found the previous one still
+    /// going; it starts as soon as that one ends, if that is before the next due time (one
+    /// waits at most: the scheduler's loop waits here, its next tick not yet taken). `None`
+    /// when the next due time (measured on the monotonic clock from now, so a clock step does
+    /// not stretch it) or a stop comes first: a skip, as with `skip`.
+    async fn start_when_free(
+        self: &Arc<Self>,
+        config: &Arc<Config>,
+        w: &Workload,
+        due: Option<SystemTime>,
+        stop: &CancellationToken,
+    ) -> Option<JoinHandle<()>> {
+        let due = due?;
+        let next = w.cadence.next_due(due, Some(due));
+        let left = next.duration_since((self.wall)()).ok()?;
+        let asked = std::time::Instant::now();
+        let deadline = tokio::time::Instant::now() + left;
+        loop {
+            // Listening before looking: a run that ends between the two is not missed.
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            let start = Start {
+                due: Some(due),
+                late: Some(asked.elapsed()),
+            };
+            if let Some(task) = self.start_run_for(config.clone(), w.clone(), start) {
+                return Some(task);
+            }
+            tokio::select! {
+                () = &mut freed => {}
+                () = tokio::time::sleep_until(deadline) => return None,
+                () = stop.cancelled() => return None,
+            }
+        }
     }
 
     /// Waits for the target's turn, runs, records. Whatever ran is recorded: a run that
     /// panics becomes an `error` verdict with the panic's message; a stop while waiting for
     /// the target, or before the run's first measured request, is a skip.
-    async fn run_once(self: Arc<Self>, config: Arc<Config>, w: Workload) {
+    async fn run_once(self: Arc<Self>, config: Arc<Config>, w: Workload, start: Start) {
         let target = &config.targets[&w.target];
         // One turn per server, on every server the target's URLs reach, taken in one order
         // (the keys sorted) so that two targets sharing servers cannot each hold one.
@@ -420,6 +500,14 @@ impl Daemon {
             None => std::time::Duration::ZERO,
         };
         self.metrics.set_turn_wait(&w.name, turn_wait);
+        if let Some(late) = start.late {
+            tracing::info!(
+                workload = %w.name,
+                "started {:.3} s after its tick: its previous run was still going when it was \
+                 due (on_overrun = \"start_when_free\": a late start, not a skip)",
+                late.as_secs_f64()
+            );
+        }
         if let Some((server, holder)) = &waited_for {
             tracing::info!(
                 workload = %w.name,
@@ -441,7 +529,7 @@ impl Daemon {
         // In a task of its own, so a panic ends this run only, and is recorded.
         let started = RunResult::new(&config, &w, id.clone());
         let run = (self.runner)(self.clone(), config.clone(), w.clone(), id, progress);
-        let result = match tokio::spawn(run).await {
+        let mut result = match tokio::spawn(run).await {
             Ok(Ran::Finished(result)) => result,
             Ok(Ran::NotStarted { result, why }) => return self.not_started(&config, &result, why),
             Err(e) => {
@@ -452,10 +540,15 @@ impl Daemon {
                 result
             }
         };
+        result.run.due_unix_ms = start.due.map(unix_ms);
         // Comparing, storing and pruning touch SQLite and the disk: off the async threads,
         // where a slow history would stall every run's measurement and the watchdog.
         let (d, name) = (self.clone(), w.name.clone());
-        let recorded = move || d.finish_waited(&config, &name, result, Some(turn_wait));
+        let waits = Waits {
+            turn: turn_wait,
+            late: start.late,
+        };
+        let recorded = move || d.finish_waited(&config, &name, result, Some(waits));
         if let Err(e) = tokio::task::spawn_blocking(recorded).await {
             tracing::error!(workload = %w.name, "recording the run: {e}");
         }
@@ -505,20 +598,24 @@ impl Daemon {
         }
     }
 
-    /// Seeds each workload's previous due time from the start of its newest stored run, so
-    /// that a restart resumes the cadence: a workload whose run is not yet due waits for it,
-    /// one that is overdue runs once at start. Without it every restart ran every workload at
-    /// once, and a daemon restarted after a crash during a heavy run (systemd's
-    /// `Restart=on-failure`) loaded the target again every few seconds.
+    /// Seeds each workload's previous due time from the due time of its newest stored run
+    /// (its start when the row has none: older rows, recovered runs), so that a restart
+    /// resumes the cadence: a workload whose run is not yet due waits for it, one that is
+    /// overdue runs once at start. Without it every restart ran every workload at once, and a
+    /// daemon restarted after a crash during a heavy run (systemd's `Restart=on-failure`)
+    /// loaded the target again every few seconds. From the due time, not the start: the
+    /// start comes after the jitter and any wait for a turn, and resuming from it moved the
+    /// cadence's phase by those at each restart.
     pub(super) fn resume_cadences(&self) {
         let latest = crate::service::sinks::last_run::stored(&self.history);
         for row in &latest {
-            self.note_started(&row.run.workload, row.run.started_unix_ms);
+            let due = row.run.due_unix_ms.unwrap_or(row.run.started_unix_ms);
+            self.note_started(&row.run.workload, due);
         }
     }
 
-    /// Takes a run of `workload` started at `started_unix_ms` as its previous due time, unless
-    /// a later one is known.
+    /// Takes a run of `workload` due (or, not known, started) at `started_unix_ms` as its
+    /// previous due time, unless a later one is known.
     fn note_started(&self, workload: &str, started_unix_ms: i64) {
         let Ok(ms) = u64::try_from(started_unix_ms) else {
             return;
@@ -606,16 +703,16 @@ impl Daemon {
         self.finish_waited(config, workload, result, None)
     }
 
-    /// [`Self::finish`] for a run that waited `turn_wait` for its turn on its servers
-    /// (written to its `verdict.json`; `None`: not known, a recovered run).
+    /// [`Self::finish`] for a run that waited as `waits` says before it started (written to
+    /// its `verdict.json`; `None`: not known, a recovered run).
     fn finish_waited(
         &self,
         config: &Config,
         workload: &str,
         mut result: RunResult,
-        turn_wait: Option<std::time::Duration>,
+        waits: Option<Waits>,
     ) {
-        if let Err(e) = self.record(config, workload, &mut result, turn_wait) {
+        if let Err(e) = self.record(config, workload, &mut result, waits) {
             tracing::error!(workload = %workload, run = %result.run.id, "recording the run: {e:#}");
         }
         self.sinks.run_finished(workload, &result);
@@ -633,14 +730,14 @@ impl Daemon {
         config: &Config,
         workload: &str,
         result: &mut RunResult,
-        turn_wait: Option<std::time::Duration>,
+        waits: Option<Waits>,
     ) -> Result<()> {
         self.compare_with_baseline(config, workload, result);
         self.compare_capacity(config, workload, result);
         self.compare_knee(config, workload, result);
         announce::log_verdict(config, workload, result);
         let row = RunRow::from(&*result);
-        let written = announce::write_verdict(result, turn_wait);
+        let written = announce::write_verdict(result, waits);
         // A run recovered at start (it left no verdict.json) takes its place by start among
         // the runs recorded since, as a run recorded late does, not the newest.
         let stored = match result.recovered {
@@ -963,6 +1060,12 @@ fn unbounded_run(config: &Config, w: &Workload) -> Option<String> {
             w.target
         )
     })
+}
+
+/// `t` in Unix ms (0 before the epoch, as [`crate::service::history::now_unix_ms`]).
+fn unix_ms(t: SystemTime) -> i64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// `; next run at <time>` (UTC), with the jitter that may come on top.

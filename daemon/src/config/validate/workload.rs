@@ -2,7 +2,7 @@
 //! and lengths the limit allows.
 
 use super::Source;
-use crate::config::cadence::Cadence;
+use crate::config::cadence::{Cadence, OnOverrun};
 use crate::config::recover::Dropped;
 use crate::config::{
     line_of, raw, CapacitySearch, ConfigError, Target, TraceSource, Workload, BUNDLED_TRACE,
@@ -103,6 +103,7 @@ fn workload(
         .or(at)
         .map(|a| line_of(src.text, a));
     no_jitter_on_a_grid(&name, &w, src)?;
+    let on_overrun = on_overrun(&name, &w, src)?;
     let cadence = cadence(&name, at, w.every, w.cron.clone(), w.jitter.clone(), src)?;
     let trace_line = w.trace.as_ref().map(|t| line_of(src.text, t.span().start));
     let sweep_line = sweep_at.map(|a| line_of(src.text, a));
@@ -178,6 +179,7 @@ fn workload(
         concurrency,
         warmup_requests: w.warmup_requests.map_or(Plan::WARMUP_REQUESTS, |n| n.0),
         cadence,
+        on_overrun,
         slos: w.slos.map(|s| s.0).unwrap_or_default(),
         min_good_fraction: w.min_good_fraction.map_or(0.95, |f| f.get_ref().0),
         max_error_rate: w.max_error_rate.map_or(0.05, |f| f.0),
@@ -376,6 +378,22 @@ fn no_jitter_on_a_grid(name: &str, w: &raw::Workload, src: &Source) -> Result<()
             ),
         )),
         _ => Ok(()),
+    }
+}
+
+/// `on_overrun`; `start_when_free` is refused with `start_at`, whose runs start on their grid
+/// instant or not at all.
+fn on_overrun(name: &str, w: &raw::Workload, src: &Source) -> Result<OnOverrun, ConfigError> {
+    match (&w.on_overrun, &w.start_at) {
+        (Some(o), Some(_)) if *o.get_ref() == OnOverrun::StartWhenFree => Err(src.err(
+            Some(o.span().start),
+            format!(
+                "workloads.{name}.on_overrun: \"start_when_free\" is not taken with start_at: \
+                 its runs start on their grid instant (every daemon given it starts there), \
+                 and a grid instant missed is skipped"
+            ),
+        )),
+        (o, _) => Ok(o.as_ref().map_or(OnOverrun::Skip, |o| *o.get_ref())),
     }
 }
 

@@ -7,6 +7,7 @@ fn run(id: &str, workload: &str, started: i64, kind: VerdictKind, ttft: f64) -> 
             workload: workload.into(),
             target: "t".into(),
             started_unix_ms: started,
+            due_unix_ms: None,
             finished_unix_ms: started + 1000,
             verdict: Verdict {
                 kind,
@@ -1374,4 +1375,40 @@ fn a_capacity_row_is_read_as_stored_once_its_file_is_upgraded() {
     drop(h);
     let h = History::open(&path).unwrap();
     assert_eq!(ends(&h), Vec::new());
+}
+
+/// A file written before due times were kept (its CREATE statement then) opens: the column
+/// is added, its rows read back without a due time (a restart resumes them from their
+/// start), and a new row keeps its due time, through a reopening too.
+#[test]
+fn a_file_from_before_due_times_opens_and_new_rows_keep_theirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sqlite");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE runs (id TEXT PRIMARY KEY, workload TEXT NOT NULL, target TEXT NOT \
+             NULL, started_unix_ms INTEGER NOT NULL, finished_unix_ms INTEGER NOT NULL, verdict \
+             TEXT NOT NULL, reasons TEXT NOT NULL, trend TEXT, comparison TEXT, summary TEXT, \
+             samples TEXT, artifacts TEXT NOT NULL, capacity TEXT, sweep TEXT, load TEXT, \
+             load_hash INTEGER);
+             CREATE INDEX runs_by_workload ON runs (workload, started_unix_ms);
+             INSERT INTO runs (id, workload, target, started_unix_ms, finished_unix_ms, verdict, \
+             reasons, artifacts) VALUES ('old', 'w', 't', 5000, 6000, 'pass', '[]', '/a');",
+        )
+        .unwrap();
+    }
+    let h = History::open(&path).unwrap();
+    let old = h.get("old").unwrap().unwrap();
+    assert_eq!((old.run.started_unix_ms, old.run.due_unix_ms), (5000, None));
+    let mut new = run("new", "w", 9000, VerdictKind::Pass, 1.0);
+    new.run.due_unix_ms = Some(8000);
+    h.insert(&new).unwrap();
+    drop(h);
+    let h = History::open(&path).unwrap();
+    assert_eq!(h.get("new").unwrap().unwrap().run.due_unix_ms, Some(8000));
+    assert_eq!(h.get("old").unwrap().unwrap().run.due_unix_ms, None);
+    let listed = h.recent(Some("w"), 10).unwrap();
+    let dues: Vec<_> = listed.iter().map(|r| r.run.due_unix_ms).collect();
+    assert_eq!(dues, [Some(8000), None]);
 }

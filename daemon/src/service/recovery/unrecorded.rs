@@ -53,6 +53,10 @@ struct VerdictFile {
     #[serde(default)]
     load: Option<serde_json::Value>,
     started_unix_ms: i64,
+    /// Absent from a verdict.json written before due times were kept, and for runs not
+    /// started by a cadence: the run then resumes its cadence from its start.
+    #[serde(default)]
+    due_unix_ms: Option<i64>,
     finished_unix_ms: i64,
 }
 
@@ -80,6 +84,7 @@ pub fn row(dir: &Path) -> Result<RunRow> {
             workload: v.workload,
             target: v.target,
             started_unix_ms: v.started_unix_ms,
+            due_unix_ms: v.due_unix_ms,
             finished_unix_ms: v.finished_unix_ms,
             verdict: Verdict {
                 kind: v.verdict_kind,

@@ -159,10 +159,7 @@ fn sweep_figures(s: &crate::judge::knee::SweepRun, passed: bool) -> String {
 }
 
 /// Writes the run's `verdict.json` into its artifacts folder.
-pub(super) fn write_verdict(
-    result: &RunResult,
-    turn_wait: Option<std::time::Duration>,
-) -> Result<()> {
+pub(super) fn write_verdict(result: &RunResult, waits: Option<super::Waits>) -> Result<()> {
     std::fs::create_dir_all(&result.run.artifacts)
         .with_context(|| format!("creating {}", result.run.artifacts.display()))?;
     let verdict = serde_json::json!({
@@ -182,9 +179,16 @@ pub(super) fn write_verdict(
         "context_changes": result.outcome.as_ref().and_then(|o| o.context_changes.as_ref()),
         "started_unix_ms": result.run.started_unix_ms,
         "finished_unix_ms": result.run.finished_unix_ms,
+        // The time its schedule had it due (before jitter and waits, Unix ms): a restart
+        // resumes the cadence from it; null for a run no cadence started.
+        "due_unix_ms": result.run.due_unix_ms,
         // How long the run waited for its turn on its servers before it started (measured,
         // ms; 0: none was held); null for a run recovered at start.
-        "turn_wait_ms": turn_wait.map(|d| d.as_secs_f64() * 1000.0),
+        "turn_wait_ms": waits.map(|w| w.turn.as_secs_f64() * 1000.0),
+        // How long after its tick (due time plus jitter) it started because its previous
+        // run was still going (on_overrun = "start_when_free"; measured on the monotonic
+        // clock, ms, before any turn wait); null when it did not wait so.
+        "start_late_ms": waits.and_then(|w| w.late).map(|d| d.as_secs_f64() * 1000.0),
     });
     // Whole or not at all: recovery takes a readable verdict.json as the run settled.
     let path = result.run.artifacts.join("verdict.json");

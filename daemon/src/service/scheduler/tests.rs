@@ -31,6 +31,7 @@ fn daemon_on(
         target_locks: Mutex::default(),
         tasks: Mutex::default(),
         running: Mutex::default(),
+        freed: tokio::sync::Notify::new(),
         turns: Mutex::default(),
         waiting: Mutex::default(),
         previous_due: Mutex::default(),
@@ -701,4 +702,159 @@ async fn a_torn_verdict_is_recovered_as_unreadable_not_missing() {
             && verdict.ends_with("the process died writing it or its results could not be written"),
         "{verdict}"
     );
+}
+
+/// The `verdict.json` of the run `id` of workload `w`.
+fn verdict_of(c: &Config, id: &str) -> serde_json::Value {
+    let path = c.artifacts_dir.join("w").join(id).join("verdict.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Waits (30 s at most, else fails naming `what`) until `f` holds.
+async fn until(what: &str, f: impl Fn() -> bool) {
+    let waited = tokio::time::timeout(Duration::from_secs(30), async {
+        while !f() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    assert!(waited.await.is_ok(), "not within 30 s: {what}");
+}
+
+/// `on_overrun = "start_when_free"` (audit finding 4): a run due while the previous one still
+/// goes starts as soon as that one ends, late, not skipped; it records its due time and how
+/// late it started. The clock is moved an hour on to make the second run due; the test waits
+/// on what the scheduler did, not on time.
+#[tokio::test]
+async fn with_start_when_free_a_run_due_during_the_previous_starts_when_it_ends() {
+    static AHEAD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    static RELEASED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    fn wall() -> SystemTime {
+        SystemTime::now() + Duration::from_secs(AHEAD.load(Ordering::SeqCst))
+    }
+    /// The first run goes on until released; the others pass at once.
+    fn first_held(
+        d: Arc<Daemon>,
+        c: Arc<Config>,
+        w: Workload,
+        id: String,
+        p: Arc<Progress>,
+    ) -> RunFuture {
+        Box::pin(async move {
+            if RUNS.fetch_add(1, Ordering::SeqCst) == 0 {
+                while !RELEASED.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+            passing(d, c, w, id, p).await
+        })
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let schedule = "every = \"1h\"\non_overrun = \"start_when_free\"";
+    let (d, c) = daemon_on(dir.path(), first_held, schedule, wall);
+    assert_eq!(c.workloads[0].on_overrun, OnOverrun::StartWhenFree);
+    let due = |d: &Daemon| d.previous_due.lock().unwrap().get("w").copied();
+    let schedulers = d.schedule(c.clone());
+    until("the first run", || RUNS.load(Ordering::SeqCst) == 1).await;
+    let first_due = due(&d).unwrap();
+    // An hour on: the next run is due while the first still goes.
+    AHEAD.store(3600, Ordering::SeqCst);
+    // The tick taken (its due time noted); on this one test thread the scheduler has gone on
+    // to wait for the first run before this task runs again.
+    until("the second tick", || due(&d) > Some(first_due)).await;
+    let second_due = due(&d).unwrap();
+    assert_eq!(RUNS.load(Ordering::SeqCst), 1, "never beside the first");
+    RELEASED.store(true, Ordering::SeqCst);
+    until("two runs recorded", || {
+        d.history.recent(Some("w"), 10).unwrap().len() == 2
+    })
+    .await;
+    schedulers.cancel();
+    let rows = d.history.recent(Some("w"), 10).unwrap();
+    let (second, first) = (&rows[0].run, &rows[1].run);
+    assert_eq!(first.due_unix_ms, Some(unix_ms(first_due)));
+    assert_eq!(second.due_unix_ms, Some(unix_ms(second_due)));
+    let late = verdict_of(&c, &second.id);
+    assert!(late["start_late_ms"].as_f64().is_some(), "{late:#}");
+    assert_eq!(late["due_unix_ms"], unix_ms(second_due), "{late:#}");
+    assert_eq!(
+        verdict_of(&c, &first.id)["start_late_ms"],
+        serde_json::Value::Null
+    );
+    // A late start is not a skip.
+    let text = d.metrics.render();
+    for reason in ["overrun", "turn", "stopping"] {
+        let none = format!("canaryd_skips_total{{workload=\"w\",reason=\"{reason}\"}} 0\n");
+        assert!(text.contains(&none), "{text}");
+    }
+}
+
+/// A late start waits no longer than the next due time: a previous run still going then
+/// makes it a skip, as without the option (and one already past is not waited for).
+#[tokio::test]
+async fn a_late_start_waits_no_longer_than_the_next_due_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let schedule = "every = \"1h\"\non_overrun = \"start_when_free\"";
+    let (d, c) = daemon_on(dir.path(), unreachable_run, schedule, SystemTime::now);
+    let w = c.workloads[0].clone();
+    let _going = RunningGuard::take(&d, "w").unwrap();
+    let stop = CancellationToken::new();
+    let hour = Duration::from_secs(3600);
+    for due in [
+        SystemTime::now() - hour + Duration::from_millis(200),
+        SystemTime::now() - hour - hour,
+    ] {
+        let started = tokio::time::timeout(
+            Duration::from_secs(30),
+            d.start_when_free(&c, &w, Some(due), &stop),
+        )
+        .await
+        .expect("given up at the next due time");
+        assert!(started.is_none());
+    }
+}
+
+/// A restart resumes the cadence from the last run's due time (audit finding 5), not its
+/// start, which comes after its jitter and any wait: the phase no longer moves by those at
+/// each restart. A row from a history written before due times were kept resumes from its
+/// start, as before.
+#[tokio::test]
+async fn a_restart_resumes_from_the_last_runs_due_time_or_an_older_rows_start() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        // The file as the previous version created it.
+        let conn = rusqlite::Connection::open(dir.path().join("history.sqlite")).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE runs (id TEXT PRIMARY KEY, workload TEXT NOT NULL, target TEXT NOT \
+             NULL, started_unix_ms INTEGER NOT NULL, finished_unix_ms INTEGER NOT NULL, verdict \
+             TEXT NOT NULL, reasons TEXT NOT NULL, trend TEXT, comparison TEXT, summary TEXT, \
+             samples TEXT, artifacts TEXT NOT NULL, capacity TEXT, sweep TEXT, load TEXT, \
+             load_hash INTEGER);
+             INSERT INTO runs (id, workload, target, started_unix_ms, finished_unix_ms, verdict, \
+             reasons, artifacts) VALUES ('20200101T000000Z-00000000', 'w', 't', \
+             1577836800123, 1577836801000, 'pass', '[]', '/nowhere');",
+        )
+        .unwrap();
+    }
+    let (d, c) = daemon(dir.path(), passing);
+    d.resume_cadences();
+    assert_eq!(resumed_from(&d), Some(1_577_836_800_123));
+    // A run due 90 s before it started (a turn, the previous run, a jitter).
+    let due = SystemTime::now() - Duration::from_secs(90);
+    let start = Start {
+        due: Some(due),
+        late: None,
+    };
+    d.start_run_for(c.clone(), c.workloads[0].clone(), start)
+        .unwrap()
+        .await
+        .unwrap();
+    let row = &d.history.recent(Some("w"), 1).unwrap()[0].run;
+    assert_eq!(row.due_unix_ms, Some(unix_ms(due)));
+    assert!(row.started_unix_ms > unix_ms(due) + 60_000);
+    // The next start, a new process.
+    let (next, _) = daemon(dir.path(), unreachable_run);
+    next.recover_orphans(&c);
+    next.resume_cadences();
+    assert_eq!(resumed_from(&next), Some(unix_ms(due)));
 }

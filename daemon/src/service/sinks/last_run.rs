@@ -38,6 +38,7 @@ mod tests {
                 target: "t".into(),
                 started_unix_ms,
                 finished_unix_ms: started_unix_ms,
+                due_unix_ms: None,
                 verdict: Verdict::error("no verdict.json"),
                 comparison: None,
                 artifacts: "/a/r".into(),

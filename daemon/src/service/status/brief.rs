@@ -250,6 +250,7 @@ mod tests {
                 workload: "w".into(),
                 target: "t".into(),
                 started_unix_ms: 1,
+                due_unix_ms: None,
                 finished_unix_ms: 2,
                 verdict: Verdict {
                     kind: VerdictKind::Pass,
