@@ -153,12 +153,16 @@ impl SweepPoint {
 }
 
 /// Whether a point's verdict is `interrupted` (or `interrupted: …`), alone or after a run's
-/// folder (`point-03/run-2: interrupted`).
+/// folder (`point-03/run-2: interrupted`). An older canaryd's `error: interrupted` is an error
+/// verdict ([`verdict_error`]), as it was.
 pub fn verdict_interrupted(verdict: &str) -> bool {
     let is = |v: &str| v == "interrupted" || v.starts_with("interrupted:");
     is(verdict)
         || verdict.split_once(": ").is_some_and(|(dir, rest)| {
-            !dir.is_empty() && !dir.contains(char::is_whitespace) && is(rest)
+            !dir.is_empty()
+                && !dir.contains(char::is_whitespace)
+                && !matches!(dir, "pass" | "fail" | "error")
+                && is(rest)
         })
 }
 
