@@ -3,7 +3,7 @@
 //! schedule every workload, tell systemd it is ready, then wait for signals:
 //! SIGHUP reloads the config (a bad one is logged and the running one kept), SIGTERM or
 //! SIGINT stop dispatching, give in-flight requests their grace period, record the partial
-//! runs as `error: interrupted`, flush the sinks and exit 0.
+//! runs as `interrupted`, flush the sinks and exit 0.
 //!
 //! Runs of one workload never overlap: a run due while the previous one is still going (or
 //! waiting for its target) is skipped and counted. Two workloads on one target take turns

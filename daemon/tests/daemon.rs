@@ -458,7 +458,10 @@ fn sigterm_mid_run_records_a_partial_run_and_a_restart_keeps_history() {
     assert!(summary["unsent"].as_u64().unwrap() > 0, "{summary}");
     let verdict: Value =
         serde_json::from_slice(&std::fs::read(run_dir.join("verdict.json")).unwrap()).unwrap();
-    assert_eq!(verdict["verdict"], "error: interrupted");
+    // A run the stop cut short is `interrupted`: neither an error (error alerts at every
+    // deploy) nor a pass.
+    assert_eq!(verdict["verdict"], "interrupted", "{verdict:#}");
+    assert_eq!(verdict["verdict_kind"], "interrupted", "{verdict:#}");
     assert!(run_dir.join("summary.csv").exists());
     let records = std::fs::read_to_string(run_dir.join("records.jsonl")).unwrap();
     assert_eq!(
@@ -479,10 +482,36 @@ fn sigterm_mid_run_records_a_partial_run_and_a_restart_keeps_history() {
     let (code, body) = http(status, "GET", &format!("/api/runs/{id}"), "");
     assert_eq!(code, 200, "{body}");
     let run: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(run["verdict"], "error: interrupted");
+    assert_eq!(run["verdict"], "interrupted");
+    assert_eq!(run["verdict_kind"], "interrupted", "{run:#}");
     assert_eq!(run["summary"]["interrupted"], true);
+    // The last verdict's series, read back from the history: interrupted, and no error.
+    let m = metrics(status);
+    for (series, want) in [
+        (
+            "canaryd_last_run_verdict{workload=\"long\",verdict=\"interrupted\"}",
+            " 1",
+        ),
+        (
+            "canaryd_last_run_verdict{workload=\"long\",verdict=\"error\"}",
+            " 0",
+        ),
+        (
+            "canaryd_last_run_verdict{workload=\"long\",verdict=\"pass\"}",
+            " 0",
+        ),
+    ] {
+        assert!(
+            m.lines()
+                .any(|l| l.starts_with(series) && l.ends_with(want)),
+            "{series}{want} in\n{m}"
+        );
+    }
+    let (code, page) = http(status, "GET", "/", "");
+    assert_eq!(code, 200);
     assert!(
-        metrics(status).contains("canaryd_last_run_verdict{workload=\"long\",verdict=\"error\"} 1")
+        page.contains("<span class=\"verdict interrupted\">interrupted</span>"),
+        "{page}"
     );
 
     // The API key went out with every request but stayed out of everything canaryd wrote.

@@ -495,6 +495,7 @@ fn a_shift_seen_against_one_run_goes_out_as_unconfirmed() {
             .as_i64()
             .is_some_and(|t| t > switched_ms)
             && v["verdict_kind"] != "error"
+            && v["verdict_kind"] != "interrupted"
         {
             slow.insert(
                 v["id"].as_str().unwrap().into(),

@@ -365,7 +365,7 @@ fn a_sweep_a_signal_stops_says_so_and_names_the_points_not_run() {
     assert_eq!(doc["left_out"][0]["why"], "cut_short", "{doc:#}");
     let verdict: Value =
         serde_json::from_slice(&std::fs::read(run_dir.join("verdict.json")).unwrap()).unwrap();
-    assert_eq!(verdict["verdict"], "error: interrupted", "{verdict:#}");
+    assert_eq!(verdict["verdict"], "interrupted", "{verdict:#}");
     assert_eq!(verdict["sweep"]["not_run"], doc["not_run"], "{verdict:#}");
     let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
     assert!(

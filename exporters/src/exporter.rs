@@ -84,7 +84,7 @@ impl ExportReport {
 /// How a finished run was judged, for [`OtlpExporter::export_judged_run`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunJudgement {
-    /// `pass`, `fail`, `error` (or `unjudged`).
+    /// `pass`, `fail`, `error`, `interrupted` (or `unjudged`).
     pub verdict: String,
     /// Why it failed or errored, each naming what was missed.
     pub reasons: Vec<String>,

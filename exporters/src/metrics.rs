@@ -1246,7 +1246,7 @@ mod tests {
         assert_eq!(count(&first, "canary.run.gpu.power", "a"), 1, "{first:?}");
         assert_eq!(
             count(&first, "canary.run.verdict.state", "a"),
-            4,
+            5,
             "{first:?}"
         );
 

@@ -14,8 +14,8 @@ pub use diagnosis::Diagnosis;
 pub use folders::{load, Loaded};
 pub use repeats::Repeats;
 pub use sweep_file::ends_on_bounds;
-pub(crate) use sweep_file::verdict_error;
 pub use sweep_file::SweepFile;
+pub(crate) use sweep_file::{verdict_error, verdict_interrupted};
 
 pub use records::{KernelParts, Records, Request, RxKind, Telemetry, MAX_REQUESTS};
 pub use summary::{utc, Merged, Summary};

@@ -46,7 +46,7 @@ th{background:#f0f2f5;font-weight:600}
 .tile b{display:block;font-size:20px}.tile span{color:#666;font-size:12px}
 .regressed{color:#b3261e;font-weight:600}.improved{color:#1e7b34;font-weight:600}.steady{color:#555}
 .insufficient{color:#999}.changed{color:#8a5a00}
-.verdict{font-weight:600}.verdict.pass{color:#1e7b34}.verdict.fail,.verdict.error{color:#b3261e}
+.verdict{font-weight:600}.verdict.pass{color:#1e7b34}.verdict.fail,.verdict.error{color:#b3261e}.verdict.interrupted{color:#8a5a00}
 .bottleneck{font-weight:600;padding:1px 6px;border-radius:4px;background:#f3e8f0;color:#6b3a5f}
 .bottleneck.healthy{background:#e5f2e7;color:#1e7b34}.bottleneck.unknown{background:#eee;color:#555}
 .diagnosis .headline{font-size:16px;margin:6px 0}.confidence{color:#555}.why{max-width:70em}

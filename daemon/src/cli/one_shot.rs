@@ -154,6 +154,8 @@ pub fn exit_status(run: &Judged) -> i32 {
         None | Some(VerdictKind::Pass) => 0,
         Some(VerdictKind::Fail) => GATE_FAILED,
         Some(VerdictKind::Error) => NOTHING_COMPLETED,
+        // Only a signal makes it, and the signal's status is returned above.
+        Some(VerdictKind::Interrupted) => crate::INTERRUPTED,
     }
 }
 

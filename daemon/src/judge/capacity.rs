@@ -80,7 +80,7 @@ pub struct CapacityProbe {
     pub rate: f64,
     /// Met the SLOs.
     pub passed: bool,
-    /// Its verdict (`pass`, `fail: …`, `error: interrupted`).
+    /// Its verdict (`pass`, `fail: …`, `interrupted`).
     pub verdict: String,
     /// A signal cut it short: it says nothing about its rate, which is not in the bracket.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -1,12 +1,12 @@
 //! A run's verdict: `pass`, `fail` (an SLO, the goodput floor or the error budget missed, and
-//! which) or `error` (the run could not be carried out: target down, trace unreadable,
-//! interrupted).
+//! which), `error` (the run could not be carried out: target down, trace unreadable) or
+//! `interrupted` (a signal stopped it: a deploy or a restart, neither a pass nor an error).
 
 use crate::config::Workload;
 use canary_core::RunSummary;
 use serde::{Deserialize, Serialize};
 
-/// The three outcomes.
+/// The four outcomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictKind {
@@ -16,18 +16,28 @@ pub enum VerdictKind {
     Fail,
     /// No judgement possible.
     Error,
+    /// A signal (a deploy, a restart) stopped the run: its figures are partial, nothing is
+    /// judged, and it is kept out of baselines. Written as `error: interrupted` before it
+    /// was a kind of its own ([`Verdict::read`]).
+    Interrupted,
 }
 
 impl VerdictKind {
     /// Every kind, in report order.
-    pub const ALL: [VerdictKind; 3] = [VerdictKind::Pass, VerdictKind::Fail, VerdictKind::Error];
+    pub const ALL: [VerdictKind; 4] = [
+        VerdictKind::Pass,
+        VerdictKind::Fail,
+        VerdictKind::Error,
+        VerdictKind::Interrupted,
+    ];
 
-    /// `pass`, `fail` or `error`.
+    /// `pass`, `fail`, `error` or `interrupted`.
     pub fn as_str(self) -> &'static str {
         match self {
             VerdictKind::Pass => "pass",
             VerdictKind::Fail => "fail",
             VerdictKind::Error => "error",
+            VerdictKind::Interrupted => "interrupted",
         }
     }
 
@@ -55,6 +65,37 @@ impl Verdict {
         }
     }
 
+    /// A signal stopped the run: `interrupted`.
+    pub fn interrupted() -> Verdict {
+        Verdict {
+            kind: VerdictKind::Interrupted,
+            reasons: Vec::new(),
+        }
+    }
+
+    /// A verdict as stored (a history row, a `verdict.json`): its kind and reasons, with an
+    /// interrupted run as an older canaryd wrote it (`error: interrupted`, kind `error` and
+    /// the one reason `interrupted`, or `interrupted while loading the trace`) read as
+    /// `interrupted`. Only a first reason that is the word or starts with it is taken: an
+    /// error whose cause merely quotes it (a server's body) stays an error.
+    pub fn read(kind: VerdictKind, reasons: Vec<String>) -> Verdict {
+        if kind != VerdictKind::Error {
+            return Verdict { kind, reasons };
+        }
+        let Some((first, rest)) = reasons.split_first() else {
+            return Verdict { kind, reasons };
+        };
+        let why = match first.strip_prefix("interrupted") {
+            Some("") => None,
+            Some(why) if why.starts_with(' ') => Some(why.trim_start().to_string()),
+            _ => return Verdict { kind, reasons },
+        };
+        Verdict {
+            kind: VerdictKind::Interrupted,
+            reasons: why.into_iter().chain(rest.iter().cloned()).collect(),
+        }
+    }
+
     /// The verdict of a run that ended with `summary`, judged by the workload's criteria.
     pub fn judge(w: &Workload, summary: &RunSummary, interrupted: bool) -> Verdict {
         Verdict::judge_by(&Criteria::of(w), summary, interrupted)
@@ -63,7 +104,9 @@ impl Verdict {
     /// The verdict of a run that ended with `summary`, judged by `c`.
     pub fn judge_by(c: &Criteria, summary: &RunSummary, interrupted: bool) -> Verdict {
         if interrupted {
-            return Verdict::error("interrupted");
+            // Neither a pass nor an error: partial figures judge nothing, and a deploy or a
+            // restart is no fault of the target's.
+            return Verdict::interrupted();
         }
         if summary.requests == 0 {
             return Verdict::error("no request was sent");
@@ -356,7 +399,7 @@ fn share(v: Option<f64>) -> String {
 }
 
 impl std::fmt::Display for Verdict {
-    /// `pass`, `fail: …; …` or `error: interrupted`.
+    /// `pass`, `fail: …; …`, `error: …` or `interrupted`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.kind.as_str())?;
         if !self.reasons.is_empty() {
@@ -437,11 +480,80 @@ mod tests {
             "{v}"
         );
 
-        assert_eq!(
-            judge(&[Some(10.0); 3], true).to_string(),
-            "error: interrupted"
-        );
         assert_eq!(judge(&[], false).kind, VerdictKind::Error);
+    }
+
+    /// A run a signal stopped (a deploy, a restart) is `interrupted`, neither an error (it
+    /// raised the error alerts at every deploy) nor a pass, whatever its partial figures say.
+    #[test]
+    fn an_interrupted_run_is_its_own_verdict_never_a_pass_or_an_error() {
+        let c = Criteria::of(&workload());
+        for (ttfts, why) in [
+            (vec![Some(10.0); 20], "figures that would pass"),
+            (vec![Some(500.0); 20], "figures that would fail"),
+            (vec![None; 5], "nothing completed"),
+        ] {
+            let w = workload();
+            let mut agg = Aggregator::new(w.slos.clone());
+            for t in &ttfts {
+                agg.add(&rec(*t), &Default::default());
+            }
+            assert_ne!(
+                Verdict::judge_by(&c, &agg.summary(), false).kind,
+                VerdictKind::Interrupted
+            );
+            let v = Verdict::judge_by(&c, &agg.summary(), true);
+            assert_eq!(v.kind, VerdictKind::Interrupted, "{why}: {v}");
+            assert_eq!(v.to_string(), "interrupted", "{why}");
+        }
+        assert_eq!(judge(&[Some(10.0); 3], true), Verdict::interrupted());
+        // Its own series: `canaryd_last_run_verdict{verdict="interrupted"}`.
+        assert_eq!(
+            VerdictKind::parse("interrupted"),
+            Some(VerdictKind::Interrupted)
+        );
+        assert!(VerdictKind::ALL.contains(&VerdictKind::Interrupted));
+        let json = serde_json::to_value(VerdictKind::Interrupted).unwrap();
+        assert_eq!(json, "interrupted");
+    }
+
+    /// A history row or a `verdict.json` an older canaryd wrote for an interrupted run (kind
+    /// `error`, reasons `["interrupted"]`: `error: interrupted`) reads as `interrupted`; an
+    /// error whose reason only mentions the word stays an error.
+    #[test]
+    fn an_interrupted_run_written_as_an_error_reads_as_interrupted() {
+        let old = |reasons: &[&str]| {
+            Verdict::read(
+                VerdictKind::parse("error").unwrap(),
+                reasons.iter().map(|r| r.to_string()).collect(),
+            )
+        };
+        assert_eq!(old(&["interrupted"]), Verdict::interrupted());
+        assert_eq!(old(&["interrupted"]).to_string(), "interrupted");
+        let v = old(&["interrupted while loading the trace"]);
+        assert_eq!(v.kind, VerdictKind::Interrupted);
+        assert_eq!(v.to_string(), "interrupted: while loading the trace");
+        // verdict.json's fields, as the old code wrote them.
+        let file: serde_json::Value = serde_json::from_str(
+            r#"{"verdict": "error: interrupted", "verdict_kind": "error", "reasons": ["interrupted"]}"#,
+        )
+        .unwrap();
+        let v = Verdict::read(
+            serde_json::from_value(file["verdict_kind"].clone()).unwrap(),
+            serde_json::from_value(file["reasons"].clone()).unwrap(),
+        );
+        assert_eq!(v, Verdict::interrupted());
+        for error in [
+            "target unusable: none of 5 requests completed (http_status: 5); top cause: \
+             interrupted",
+            "interruptedness",
+            "no verdict.json: the process died or its results could not be written",
+        ] {
+            assert_eq!(old(&[error]).kind, VerdictKind::Error, "{error}");
+        }
+        assert_eq!(old(&[]).kind, VerdictKind::Error);
+        let fail = Verdict::read(VerdictKind::Fail, vec!["interrupted".into()]);
+        assert_eq!(fail.kind, VerdictKind::Fail);
     }
 
     // Issue 16, item 6: an unreachable target's verdict named the error kind, not its cause.

@@ -827,10 +827,12 @@ fn read_row<S>(
             started_unix_ms: r.get(3)?,
             due_unix_ms: r.get(13)?,
             finished_unix_ms: r.get(4)?,
-            verdict: Verdict {
-                kind: VerdictKind::parse(&r.get::<_, String>(5)?).unwrap_or(VerdictKind::Error),
-                reasons: parse(text(6)?).unwrap_or_default(),
-            },
+            // A row an older canaryd wrote for an interrupted run (`error`, `interrupted`)
+            // reads as `interrupted`.
+            verdict: Verdict::read(
+                VerdictKind::parse(&r.get::<_, String>(5)?).unwrap_or(VerdictKind::Error),
+                parse(text(6)?).unwrap_or_default(),
+            ),
             comparison: parse(text(8)?),
             artifacts: PathBuf::from(r.get::<_, String>(10)?),
             samples: None,

@@ -22,7 +22,7 @@ pub struct RunResult {
 /// What came of one run the scheduler started.
 #[derive(Debug)]
 pub enum Ran {
-    /// It ran, whatever its verdict (an `error: interrupted` one included).
+    /// It ran, whatever its verdict (an `interrupted` one included).
     Finished(RunResult),
     /// A stop came before its first measured request was sent (its trace still loading, or
     /// its warm-up going): it never started, so it is a skip, logged and counted, not an

@@ -1,7 +1,7 @@
 //! One scheduled run of a workload: load and window the trace, build the target, replay with
 //! telemetry attached, keep per-request samples for the baseline, judge the verdict.
 //! Artifacts go to `<artifacts>/<workload>/<run-id>/`; an interrupted run still writes
-//! everything it measured, and its verdict is `error: interrupted`. A run (a sweep's or a
+//! everything it measured, and its verdict is `interrupted`. A run (a sweep's or a
 //! capacity search's too) a stop caught before its first measured request never started: a
 //! skip ([`Ran::NotStarted`]).
 
@@ -409,7 +409,12 @@ impl RunContext {
             Ok((judged, samples)) => {
                 result.run.load = judged.info.plan.as_ref().map(crate::judge::load::of_plan);
                 result.run.verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
-                if result.run.verdict.kind != crate::judge::verdict::VerdictKind::Error {
+                // Neither an error's nor an interrupted run's: a baseline takes whole runs.
+                if matches!(
+                    result.run.verdict.kind,
+                    crate::judge::verdict::VerdictKind::Pass
+                        | crate::judge::verdict::VerdictKind::Fail
+                ) {
                     result.run.samples = Some(samples);
                 }
                 result.outcome = Some(judged.outcome);

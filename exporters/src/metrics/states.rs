@@ -46,7 +46,7 @@ impl Instruments {
             &self.verdict_state,
             base,
             attr::VERDICT,
-            &["pass", "fail", "error", "unjudged"],
+            &["pass", "fail", "error", "interrupted", "unjudged"],
             verdict,
         );
         let now = trend.unwrap_or("not_compared");

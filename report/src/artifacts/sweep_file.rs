@@ -123,7 +123,8 @@ impl SweepPoint {
     /// is their evidence: `sweep.json`'s own rule (`evidence()` in the daemon's sweep). It
     /// marks a capped point `capped` and says why in its notes, as it does for a point with an
     /// error verdict or over 5 % errors at the target; a point a signal cut short has only
-    /// its verdict (`error: interrupted`, `point-03/run-1: error: interrupted`) to say so. A
+    /// its verdict (`interrupted`, `point-03/run-1: interrupted`; before, `error: interrupted`)
+    /// to say so. A
     /// point that failed a gate (`fail: error rate 0.020 above max_error_rate 0.01`) is
     /// evidence, and so is a `--runs N` point whose runs all passed before a signal stopped
     /// the rest (`error: interrupted after 2 of 3 runs`: its runs are whole).
@@ -138,12 +139,31 @@ impl SweepPoint {
         if let Some(note) = said("left out of the knee") {
             return Some(note);
         }
+        // A run a signal cut short: `interrupted`, alone or after its run's folder (an older
+        // canaryd wrote `error: interrupted`, read below).
+        if verdict_interrupted(&self.verdict) {
+            return Some(format!("cut short by a signal ({})", self.verdict));
+        }
         // Every other error verdict is noted above: what is left is a signal's (or, from a
         // canaryd that wrote no such notes, any error).
         let (reason, run) = verdict_error(&self.verdict)?;
         let whole_runs = run.is_none() && reason.starts_with("error: interrupted after ");
         (!whole_runs).then(|| format!("its verdict is an error ({})", self.verdict))
     }
+}
+
+/// Whether a point's verdict is `interrupted` (or `interrupted: …`), alone or after a run's
+/// folder (`point-03/run-2: interrupted`). An older canaryd's `error: interrupted` is an error
+/// verdict ([`verdict_error`]), as it was.
+pub fn verdict_interrupted(verdict: &str) -> bool {
+    let is = |v: &str| v == "interrupted" || v.starts_with("interrupted:");
+    is(verdict)
+        || verdict.split_once(": ").is_some_and(|(dir, rest)| {
+            !dir.is_empty()
+                && !dir.contains(char::is_whitespace)
+                && !matches!(dir, "pass" | "fail" | "error")
+                && is(rest)
+        })
 }
 
 /// The error of a point's verdict and the run it is of (`point-03/run-2` with `--runs N`), or
@@ -296,6 +316,15 @@ mod tests {
                 "{out}"
             );
         }
+        // A point a signal cut short, as a canaryd with the `interrupted` verdict writes it.
+        for out in ["interrupted", "point-03/run-1: interrupted"] {
+            assert_eq!(
+                point(out, &[]).left_out(),
+                Some(format!("cut short by a signal ({out})")),
+                "{out}"
+            );
+        }
+        assert_eq!(point("fail: interrupted stream", &[]).left_out(), None);
         // Errored, or over 5 % errors: sweep.json says so in its notes.
         let note = "left out of the knee and the Pareto front: 7.0% of its requests failed at                     the target (over 5%), so its figures are of the requests that were served";
         let p = point("fail: error rate 0.070 above max_error_rate 0.01", &[note]);

@@ -492,7 +492,7 @@ pub struct Point {
     pub capped: bool,
     /// A signal cut its figures short (every run's, with `--runs N`): they are partial, so
     /// the knee, the Pareto front and a capacity bracket leave the point out (its verdict
-    /// says `error: interrupted`).
+    /// says `interrupted`).
     #[serde(skip)]
     pub cut_short: bool,
     /// Its verdict (a run's, with `--runs N`) is an error: nothing completed, or canaryd

@@ -1412,3 +1412,55 @@ fn a_file_from_before_due_times_opens_and_new_rows_keep_theirs() {
     let dues: Vec<_> = listed.iter().map(|r| r.run.due_unix_ms).collect();
     assert_eq!(dues, [Some(8000), None]);
 }
+
+/// A row an older canaryd wrote for a run a signal cut short (`verdict` `error`, `reasons`
+/// `["interrupted"]`: `error: interrupted`) reads as `interrupted`, so `/metrics`, the page and
+/// `/api/runs` do not show it as an error after an upgrade; interrupted runs, old or new, stay
+/// out of the baseline.
+#[test]
+fn an_interrupted_run_stored_as_an_error_reads_as_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sqlite");
+    let h = History::open(&path).unwrap();
+    let mut old = run("old", "w", 1000, VerdictKind::Pass, 1.0);
+    old.run.verdict = Verdict::error("interrupted");
+    h.insert(&old).unwrap();
+    let mut new = run("new", "w", 2000, VerdictKind::Pass, 2.0);
+    new.run.verdict = Verdict::interrupted();
+    h.insert(&new).unwrap();
+    let mut other = run("other", "w", 3000, VerdictKind::Pass, 3.0);
+    other.run.verdict = Verdict::error("target unusable: top cause: interrupted");
+    h.insert(&other).unwrap();
+    drop(h);
+    // As the old code stored it: the kind `error`, the reason `interrupted`.
+    let stored: Vec<(String, String, String)> = rusqlite::Connection::open(&path)
+        .unwrap()
+        .prepare("SELECT id, verdict, reasons FROM runs ORDER BY rowid")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        stored[0],
+        ("old".into(), "error".into(), "[\"interrupted\"]".into())
+    );
+    assert_eq!(stored[1].1, "interrupted");
+
+    let h = History::open(&path).unwrap();
+    for id in ["old", "new"] {
+        let row = h.get(id).unwrap().unwrap();
+        assert_eq!(row.run.verdict, Verdict::interrupted(), "{id}");
+        assert_eq!(row.run.verdict.to_string(), "interrupted", "{id}");
+    }
+    assert_eq!(
+        h.get("other").unwrap().unwrap().run.verdict.kind,
+        VerdictKind::Error
+    );
+    let latest = h.latest_per_workload().unwrap();
+    assert_eq!(latest[0].run.id, "other");
+    assert!(h
+        .baseline("w", 10, Some(&serde_json::json!({})))
+        .unwrap()
+        .is_empty());
+}

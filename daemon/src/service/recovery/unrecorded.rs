@@ -86,10 +86,9 @@ pub fn row(dir: &Path) -> Result<RunRow> {
             started_unix_ms: v.started_unix_ms,
             due_unix_ms: v.due_unix_ms,
             finished_unix_ms: v.finished_unix_ms,
-            verdict: Verdict {
-                kind: v.verdict_kind,
-                reasons: v.reasons,
-            },
+            // One an older canaryd wrote for an interrupted run (`error`, `interrupted`)
+            // reads as `interrupted`.
+            verdict: Verdict::read(v.verdict_kind, v.reasons),
             comparison: v.comparison,
             artifacts: dir.to_path_buf(),
             samples: None,
@@ -111,5 +110,43 @@ fn summary(dir: &Path) -> Option<serde_json::Value> {
             Some(serde_json::Value::Object(m))
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::judge::verdict::{Verdict, VerdictKind};
+
+    /// A `verdict.json` an older canaryd wrote for a run a signal cut short (`"verdict":
+    /// "error: interrupted"`, `"verdict_kind": "error"`, `"reasons": ["interrupted"]`), recorded
+    /// at a start because its history row is missing, is recorded as `interrupted`.
+    #[test]
+    fn an_old_interrupted_verdict_json_is_recorded_as_interrupted() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("w/20261201T001902Z-1a2b3c4d");
+        std::fs::create_dir_all(&run).unwrap();
+        // Every field the old `write_verdict` wrote, as it wrote them.
+        let old = serde_json::json!({
+            "id": "20261201T001902Z-1a2b3c4d",
+            "workload": "w",
+            "target": "t",
+            "verdict": "error: interrupted",
+            "verdict_kind": "error",
+            "reasons": ["interrupted"],
+            "trend": null,
+            "comparison": null,
+            "capacity": null,
+            "sweep": null,
+            "load": {"kind": "trace"},
+            "context_changes": null,
+            "started_unix_ms": 1_764_548_342_000_i64,
+            "finished_unix_ms": 1_764_548_346_000_i64,
+            "turn_wait_ms": 0.0,
+        });
+        std::fs::write(run.join("verdict.json"), old.to_string()).unwrap();
+        let row = super::row(&run).unwrap();
+        assert_eq!(row.run.verdict, Verdict::interrupted());
+        assert_eq!(row.run.verdict.kind, VerdictKind::Interrupted);
+        assert_eq!(row.run.verdict.to_string(), "interrupted");
     }
 }

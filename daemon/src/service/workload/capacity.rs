@@ -222,7 +222,7 @@ pub(super) async fn run(
         return Some(stopped_before.unwrap_or("before its first request"));
     }
     result.run.verdict = if found.interrupted {
-        Verdict::error("interrupted")
+        Verdict::interrupted()
     } else if let Some(e) = &found.failed {
         Verdict::error(format!("{e:#}"))
     } else if found.capacity.max_passing_rate.is_none() {

@@ -323,7 +323,7 @@ pub(super) async fn run(
     let capacity = capacity_of(w, spec.axis, &doc.points);
     let own = own_failures(w, &doc.points, capacity.as_ref());
     result.run.verdict = if interrupted {
-        Verdict::error("interrupted")
+        Verdict::interrupted()
     } else if let Some(e) = &failed {
         Verdict::error(format!("{e:#}"))
     } else {

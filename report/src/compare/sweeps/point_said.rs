@@ -15,18 +15,24 @@ pub struct PointSaid {
     /// `--runs N`: nothing completed, canaryd the bottleneck, a signal); not a failed gate
     /// (`fail: error rate …`).
     pub error: Option<String>,
+    /// Its verdict, when a signal cut it short (`interrupted`, or a run's
+    /// `point-03/run-2: interrupted`; an older canaryd wrote `error: interrupted`, an error).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
     /// Its notes.
     pub notes: Vec<String>,
 }
 
 impl PointSaid {
     pub(super) fn of(p: &Value) -> PointSaid {
+        let verdict = p.get("verdict").and_then(Value::as_str);
         PointSaid {
             capped: p.get("capped").and_then(Value::as_bool) == Some(true),
-            error: p
-                .get("verdict")
-                .and_then(Value::as_str)
+            error: verdict
                 .filter(|v| crate::artifacts::verdict_error(v).is_some())
+                .map(String::from),
+            interrupted: verdict
+                .filter(|v| crate::artifacts::verdict_interrupted(v))
                 .map(String::from),
             notes: p
                 .get("notes")
@@ -57,6 +63,9 @@ impl PointSaid {
         if self.error.is_some() {
             tags.push("errored");
         }
+        if self.interrupted.is_some() {
+            tags.push("interrupted");
+        }
         let tags = if tags.is_empty() {
             String::new()
         } else {
@@ -65,6 +74,7 @@ impl PointSaid {
         let said: Vec<&str> = self
             .error
             .iter()
+            .chain(&self.interrupted)
             .chain(&self.notes)
             .map(String::as_str)
             .collect();
@@ -92,6 +102,13 @@ mod tests {
             Some("error: interrupted")
         );
         assert_eq!(of("fail: error rate 0.020 above max_error_rate 0.01"), None);
+        // A point a signal cut short is tagged so, not as an error.
+        let cut = PointSaid::of(&serde_json::json!({"verdict": "point-03/run-2: interrupted"}));
+        assert_eq!(cut.error, None);
+        assert_eq!(
+            cut.line("c16", "B").as_deref(),
+            Some("c16, B [interrupted]: point-03/run-2: interrupted")
+        );
         assert_eq!(
             of("point-03/run-2: fail: error rate 0.020 above max_error_rate 0.01"),
             None
