@@ -114,6 +114,9 @@ pub struct Config {
     /// A write of a response that makes no progress for this long (the client stopped
     /// reading) ends the response and closes the connection.
     pub write_timeout: Duration,
+    /// The bytes of request bodies held at once over all connections (default 256 MiB); a
+    /// body that would take them past it gets 503. Not a flag.
+    pub body_budget: usize,
 }
 
 /// `canary-sim <crate version>`: what `GET /version` reports by default.
@@ -140,6 +143,7 @@ impl Default for Config {
             engine_version: default_engine_version(),
             idle_timeout: Some(http::IDLE_TIMEOUT),
             write_timeout: http::WRITE_TIMEOUT,
+            body_budget: http::BODY_BUDGET,
         }
     }
 }
@@ -217,6 +221,7 @@ impl TryFrom<Args> for Config {
             idle_timeout: (a.idle_timeout_secs > 0)
                 .then(|| Duration::from_secs(a.idle_timeout_secs)),
             write_timeout: http::WRITE_TIMEOUT,
+            body_budget: http::BODY_BUDGET,
         })
     }
 }

@@ -73,6 +73,7 @@ impl Sim {
                 idle: config.idle_timeout,
                 write: config.write_timeout,
             },
+            body_budget: http::BodyBudget::new(config.body_budget),
         });
         Ok(Sim {
             listener,
@@ -136,7 +137,8 @@ impl Sim {
     }
 }
 
-/// Connections served at once: each holds a task, a socket and up to a request's body.
+/// Connections served at once: each holds a task, a socket, an input buffer and the body it
+/// is reading (all bodies together bounded by [`crate::Config::body_budget`]).
 pub const MAX_CONNECTIONS: usize = 16_384;
 
 /// Listen backlog: the kernel caps it at `net.core.somaxconn` (4096 by default). tokio's
@@ -186,7 +188,7 @@ async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
             Some(_) => http::MAX_BODY,
             None => http::MAX_OTHER_BODY,
         };
-        let body = match conn.read_body(&head, max_body).await {
+        let body = match conn.read_body(&head, max_body, &shared.body_budget).await {
             Ok(b) => b,
             Err(e) => {
                 let rec = generation.is_some().then_some(rec);
