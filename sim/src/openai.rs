@@ -43,6 +43,12 @@ struct Common {
     ignore_eos: Option<bool>,
     #[serde(default)]
     n: Option<u32>,
+    /// Refused unless empty: the sim's output is a fixed text that never stops before the
+    /// length limit, and ignoring them would give longer outputs than vLLM would.
+    #[serde(default)]
+    stop: Option<serde_json::Value>,
+    #[serde(default)]
+    stop_token_ids: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -119,6 +125,23 @@ impl GenRequest {
                 b.common
             }
         };
+        for (field, v) in [
+            ("stop", &common.stop),
+            ("stop_token_ids", &common.stop_token_ids),
+        ] {
+            let empty = match v {
+                None | Some(serde_json::Value::Null) => true,
+                Some(serde_json::Value::String(s)) => s.is_empty(),
+                Some(serde_json::Value::Array(a)) => a.is_empty(),
+                Some(_) => false,
+            };
+            if !empty {
+                return Err(format!(
+                    "{field} is not supported by canary-sim: its output is a fixed text that \
+                     always runs to max_tokens (finish_reason \"length\"); leave {field} out"
+                ));
+            }
+        }
         if common.n.unwrap_or(1) != 1 {
             return Err("n != 1 is not supported by canary-sim".into());
         }
@@ -174,6 +197,17 @@ mod tests {
         assert!(p(r#"{"prompt":"a","max_tokens":0}"#).is_err());
         assert!(p(r#"{"prompt":"a","max_tokens":-1}"#).is_err());
         assert!(p(r#"{"nope":1}"#).is_err());
+        // Before, stop strings were ignored and the output ran to max_tokens.
+        for stop in [r#""sea""#, r#"["sea"]"#] {
+            let e = p(&format!(r#"{{"prompt":"a","stop":{stop}}}"#)).unwrap_err();
+            assert!(e.starts_with("stop is not supported"), "{e}");
+        }
+        let e = p(r#"{"prompt":"a","stop_token_ids":[2]}"#).unwrap_err();
+        assert!(e.starts_with("stop_token_ids is not"), "{e}");
+        for none in ["null", "[]", r#""""#] {
+            let b = format!(r#"{{"prompt":"a","stop":{none},"stop_token_ids":{none}}}"#);
+            assert!(p(&b).is_ok(), "{b}");
+        }
         assert!(p("{").is_err());
     }
 }
