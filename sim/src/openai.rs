@@ -122,6 +122,16 @@ impl GenRequest {
                     Prompt::IdLists(v) if v.len() == 1 => v[0].iter().for_each(|&i| tok.push_id(i)),
                     _ => return Err("batched prompts are not supported by canary-sim".into()),
                 }
+                let empty = match &b.prompt {
+                    Prompt::Text(t) => t.is_empty(),
+                    Prompt::Ids(ids) => ids.is_empty(),
+                    Prompt::Texts(v) => v[0].is_empty(),
+                    Prompt::IdLists(v) => v[0].is_empty(),
+                };
+                if empty {
+                    // vLLM's words: a real engine has no prefill of nothing.
+                    return Err("The decoder prompt cannot be empty".into());
+                }
                 b.common
             }
         };
@@ -150,6 +160,10 @@ impl GenRequest {
             return Err("max_tokens must be at least 1".into());
         }
         let stream = common.stream.unwrap_or(false);
+        if common.stream_options.is_some() && !stream {
+            // vLLM's own words (its request validation).
+            return Err("Stream options can only be defined when `stream=True`.".into());
+        }
         Ok(GenRequest {
             stream,
             include_usage: stream
@@ -197,6 +211,17 @@ mod tests {
         assert!(p(r#"{"prompt":"a","max_tokens":0}"#).is_err());
         assert!(p(r#"{"prompt":"a","max_tokens":-1}"#).is_err());
         assert!(p(r#"{"nope":1}"#).is_err());
+        // Before, both were served (an empty prompt as 0 prompt tokens), unlike vLLM.
+        for empty in [r#""""#, "[]", r#"[""]"#, "[[]]"] {
+            let e = p(&format!(r#"{{"prompt":{empty}}}"#)).unwrap_err();
+            assert_eq!(e, "The decoder prompt cannot be empty", "{empty}");
+        }
+        let e = p(r#"{"prompt":"a","stream_options":{"include_usage":true}}"#).unwrap_err();
+        assert!(e.starts_with("Stream options can only"), "{e}");
+        let e = p(r#"{"prompt":"a","stream":false,"stream_options":{}}"#).unwrap_err();
+        assert!(e.starts_with("Stream options can only"), "{e}");
+        assert!(p(r#"{"prompt":"a","stream":true,"stream_options":{}}"#).is_ok());
+        assert!(p(r#"{"prompt":"a","stream_options":null}"#).is_ok());
         // Before, stop strings were ignored and the output ran to max_tokens.
         for stop in [r#""sea""#, r#"["sea"]"#] {
             let e = p(&format!(r#"{{"prompt":"a","stop":{stop}}}"#)).unwrap_err();
