@@ -183,6 +183,7 @@ async fn respond(
         fault,
         extra: &extra,
         keep_alive,
+        http10: head.http10,
     };
     let next = if req.stream {
         job.stream(conn, rec, req.include_usage).await

@@ -64,6 +64,8 @@ pub(crate) struct RequestHead {
     pub headers: Vec<(String, String)>,
     pub content_length: usize,
     pub keep_alive: bool,
+    /// An HTTP/1.0 request: its reply must not be chunked (RFC 9112 §6.1).
+    pub http10: bool,
     pub expect_continue: bool,
     pub chunked: bool,
 }
@@ -487,8 +489,10 @@ fn parse_head(raw: &[u8]) -> Result<RequestHead, ReadError> {
         path,
         query,
         keep_alive: !http10,
+        http10,
         ..Default::default()
     };
+    let mut seen_length: Option<usize> = None;
     for l in lines {
         let (name, value) = l
             .split_once(':')
@@ -497,9 +501,19 @@ fn parse_head(raw: &[u8]) -> Result<RequestHead, ReadError> {
         let value = value.trim().to_owned();
         match name.as_str() {
             "content-length" => {
-                head.content_length = value
+                let n = value
                     .parse()
                     .map_err(|_| ReadError::Bad(format!("bad content-length {value:?}")))?;
+                // Differing lengths: which one frames the body is a guess, and a proxy may
+                // guess otherwise (request smuggling); RFC 9112 §6.3 says refuse.
+                if seen_length.is_some_and(|seen| seen != n) {
+                    return Err(ReadError::Bad(format!(
+                        "conflicting content-length headers ({} and {n})",
+                        head.content_length
+                    )));
+                }
+                seen_length = Some(n);
+                head.content_length = n;
             }
             "connection" => {
                 let v = value.to_ascii_lowercase();
@@ -546,17 +560,45 @@ pub(crate) fn response_head(
     keep_alive: bool,
     extra: &[(&str, &str)],
 ) -> Vec<u8> {
+    let framing = match content_length {
+        Some(n) => Framing::Length(n),
+        None => Framing::Chunked,
+    };
+    framed_head(status, content_type, framing, keep_alive, extra)
+}
+
+/// How a response body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    Length(usize),
+    Chunked,
+    /// Ended by closing the connection: a stream to an HTTP/1.0 client, which must not get
+    /// chunked (RFC 9112 §6.1), as uvicorn sends it.
+    Close,
+}
+
+/// A response head framed as `framing` says (with [`Framing::Close`], `connection: close`
+/// whatever `keep_alive` says).
+pub(crate) fn framed_head(
+    status: u16,
+    content_type: &str,
+    framing: Framing,
+    keep_alive: bool,
+    extra: &[(&str, &str)],
+) -> Vec<u8> {
+    let keep_alive = keep_alive && framing != Framing::Close;
     let mut h = String::with_capacity(256);
     let _ = write!(
         h,
         "HTTP/1.1 {status} {}\r\nserver: canary-sim\r\ncontent-type: {content_type}\r\n",
         reason(status)
     );
-    match content_length {
-        Some(n) => {
+    match framing {
+        Framing::Length(n) => {
             let _ = write!(h, "content-length: {n}\r\n");
         }
-        None => h.push_str("transfer-encoding: chunked\r\ncache-control: no-cache\r\n"),
+        Framing::Chunked => h.push_str("transfer-encoding: chunked\r\ncache-control: no-cache\r\n"),
+        Framing::Close => h.push_str("cache-control: no-cache\r\n"),
     }
     if !keep_alive {
         h.push_str("connection: close\r\n");
@@ -635,6 +677,15 @@ mod tests {
         assert!(parse_head(b"GET / HTTP/2").is_err());
         assert!(parse_head(b"GET / HTTP/1.1\r\nno-colon").is_err());
         assert!(parse_head(b"GET / HTTP/1.1\r\ncontent-length: x").is_err());
+        // Before, the last of two differing lengths framed the body.
+        let two = parse_head(b"POST / HTTP/1.1\r\ncontent-length: 5\r\ncontent-length: 7");
+        assert!(
+            matches!(&two, Err(ReadError::Bad(m)) if m.contains("conflicting content-length")),
+            "{two:?}"
+        );
+        let same = parse_head(b"POST / HTTP/1.1\r\ncontent-length: 5\r\ncontent-length: 5");
+        assert_eq!(same.unwrap().content_length, 5);
+        assert!(parse_head(b"GET / HTTP/1.0").unwrap().http10);
     }
 
     // A kept-alive connection gives back a large body's buffer: before, the read of the next

@@ -342,67 +342,76 @@ async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]
     let keep = head.keep_alive;
     let json = "application/json";
     let mut extra = Vec::new();
-    let (status, ctype, out): (u16, &str, Vec<u8>) =
-        match (head.method.as_str(), head.path.as_str()) {
-            ("GET", "/v1/models") => {
-                let profile = shared.engine.profile();
-                (200, json, shared.identity.models(&profile))
+    // HEAD is GET without the body (RFC 9110 §9.3.2), as vLLM's Starlette answers it: a body
+    // after a HEAD's answer would be read as the next response.
+    let is_head = head.method == "HEAD";
+    let method = if is_head { "GET" } else { head.method.as_str() };
+    let (status, ctype, out): (u16, &str, Vec<u8>) = match (method, head.path.as_str()) {
+        ("GET", "/v1/models") => {
+            let profile = shared.engine.profile();
+            (200, json, shared.identity.models(&profile))
+        }
+        ("GET", "/version") => (200, json, shared.identity.version()),
+        ("POST", "/sim/version") => match shared.identity.set_version(body) {
+            Ok(out) => (200, json, out),
+            Err(m) => (400, json, chunk::error_body(400, &m).into_bytes()),
+        },
+        ("GET", "/health") => (200, "text/plain", Vec::new()),
+        ("GET", "/metrics") => (
+            200,
+            "text/plain; version=0.0.4; charset=utf-8",
+            shared.metrics.render().into_bytes(),
+        ),
+        ("GET", "/sim/truth") => match TruthQuery::parse(head.query.as_deref()) {
+            Ok(q) => {
+                let (out, more) = truth_page::render(&shared.truth, q);
+                extra.push(("x-sim-truth-more", if more { "true" } else { "false" }));
+                (200, "application/x-ndjson", out)
             }
-            ("GET", "/version") => (200, json, shared.identity.version()),
-            ("POST", "/sim/version") => match shared.identity.set_version(body) {
-                Ok(out) => (200, json, out),
-                Err(m) => (400, json, chunk::error_body(400, &m).into_bytes()),
-            },
-            ("GET", "/health") => (200, "text/plain", Vec::new()),
-            ("GET", "/metrics") => (
-                200,
-                "text/plain; version=0.0.4; charset=utf-8",
-                shared.metrics.render().into_bytes(),
-            ),
-            ("GET", "/sim/truth") => match TruthQuery::parse(head.query.as_deref()) {
-                Ok(q) => {
-                    let (out, more) = truth_page::render(&shared.truth, q);
-                    extra.push(("x-sim-truth-more", if more { "true" } else { "false" }));
-                    (200, "application/x-ndjson", out)
+            Err(m) => (400, json, chunk::error_body(400, &m).into_bytes()),
+        },
+        ("GET", "/sim/profile") => {
+            let p = shared.engine.profile();
+            (200, json, serde_json::to_vec(&*p).unwrap_or_default())
+        }
+        ("POST", "/sim/profile") => {
+            let patched = serde_json::from_slice::<ProfilePatch>(body)
+                .map_err(|e| e.to_string())
+                .and_then(|patch| patch.apply(&shared.engine.profile()));
+            match patched {
+                Ok(p) => {
+                    let out = serde_json::to_vec(&p).unwrap_or_default();
+                    tracing::info!("canary-sim: profile now {}", p.name);
+                    shared.engine.set_profile(p);
+                    (200, json, out)
                 }
                 Err(m) => (400, json, chunk::error_body(400, &m).into_bytes()),
-            },
-            ("GET", "/sim/profile") => {
-                let p = shared.engine.profile();
-                (200, json, serde_json::to_vec(&*p).unwrap_or_default())
             }
-            ("POST", "/sim/profile") => {
-                let patched = serde_json::from_slice::<ProfilePatch>(body)
-                    .map_err(|e| e.to_string())
-                    .and_then(|patch| patch.apply(&shared.engine.profile()));
-                match patched {
-                    Ok(p) => {
-                        let out = serde_json::to_vec(&p).unwrap_or_default();
-                        tracing::info!("canary-sim: profile now {}", p.name);
-                        shared.engine.set_profile(p);
-                        (200, json, out)
-                    }
-                    Err(m) => (400, json, chunk::error_body(400, &m).into_bytes()),
-                }
-            }
-            (_, path) => {
-                let known = [
-                    "/v1/chat/completions",
-                    "/v1/completions",
-                    "/v1/models",
-                    "/version",
-                    "/health",
-                    "/metrics",
-                    "/sim/truth",
-                    "/sim/profile",
-                    "/sim/version",
-                ];
-                let status = if known.contains(&path) { 405 } else { 404 };
-                let msg = format!("{} {path}: {}", head.method, http::reason(status));
-                (status, json, chunk::error_body(status, &msg).into_bytes())
-            }
-        };
-    match respond(conn, status, ctype, &out, keep, &extra).await {
+        }
+        (_, path) => {
+            let known = [
+                "/v1/chat/completions",
+                "/v1/completions",
+                "/v1/models",
+                "/version",
+                "/health",
+                "/metrics",
+                "/sim/truth",
+                "/sim/profile",
+                "/sim/version",
+            ];
+            let status = if known.contains(&path) { 405 } else { 404 };
+            let msg = format!("{} {path}: {}", head.method, http::reason(status));
+            (status, json, chunk::error_body(status, &msg).into_bytes())
+        }
+    };
+    let written = if is_head {
+        let bytes = http::response_head(status, ctype, Some(out.len()), keep, &extra);
+        http::write_timed(conn, &bytes).await
+    } else {
+        respond(conn, status, ctype, &out, keep, &extra).await
+    };
+    match written {
         Ok(_) if keep => Next::Continue,
         _ => Next::Close,
     }

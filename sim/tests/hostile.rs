@@ -270,3 +270,52 @@ async fn request_bodies_in_flight_are_bounded_together() {
     .await;
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+/// Writes `raw` on a fresh connection and reads until the sim closes it (at most 30 s).
+async fn exchange(addr: std::net::SocketAddr, raw: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(raw).await.unwrap();
+    let mut got = Vec::new();
+    let read = s.read_to_end(&mut got);
+    let _ = tokio::time::timeout(Duration::from_secs(30), read).await;
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[tokio::test]
+async fn a_head_request_gets_no_body() {
+    let sim = sim().await;
+    // Before, HEAD got a 405 with a JSON body, which a client reads as the next response.
+    let got = exchange(
+        sim.addr,
+        b"HEAD /version HTTP/1.1\r\nhost: sim\r\n\r\nHEAD /v1/completions HTTP/1.1\r\nhost: sim\r\n\r\n\
+          GET /version HTTP/1.1\r\nhost: sim\r\nconnection: close\r\n\r\n",
+    )
+    .await;
+    let heads: Vec<&str> = got.split("\r\n\r\n").collect();
+    assert_eq!(heads.len(), 4, "{got}");
+    assert!(heads[0].starts_with("HTTP/1.1 200 "), "{got}");
+    assert!(!heads[0].contains("content-length: 0"), "{got}");
+    assert!(heads[1].starts_with("HTTP/1.1 405 "), "{got}");
+    assert!(heads[2].starts_with("HTTP/1.1 200 "), "{got}");
+    assert!(heads[3].starts_with(r#"{"version":"#), "{got}");
+}
+
+#[tokio::test]
+async fn an_http_1_0_stream_is_not_chunked() {
+    let sim = sim().await;
+    let body = completion_body("a b", 3, true);
+    let raw = format!(
+        "POST /v1/completions HTTP/1.0\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let got = exchange(sim.addr, raw.as_bytes()).await;
+    let (head, body) = got.split_once("\r\n\r\n").expect("a response");
+    // Before: `transfer-encoding: chunked`, which an HTTP/1.0 client reads as text.
+    assert!(head.starts_with("HTTP/1.1 200 "), "{got}");
+    assert!(!head.contains("transfer-encoding"), "{got}");
+    assert!(head.contains("connection: close"), "{got}");
+    let events = crate::client::sse_events(body);
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"), "{got}");
+    assert_eq!(events.len(), 3 + 1 + 1 + 1, "{got}");
+}
