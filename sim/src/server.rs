@@ -104,6 +104,7 @@ impl Sim {
         let mut tasks = JoinSet::new();
         tasks.spawn(engine.run());
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        let mut accept_failures = AcceptFailures::default();
         let result = loop {
             // A connection past the cap waits in the listen backlog until one closes.
             let accept = async {
@@ -122,7 +123,9 @@ impl Sim {
                     }
                     // Out of file descriptors and the like: log and keep serving.
                     Err(e) => {
-                        tracing::warn!("canary-sim: accept failed: {e}");
+                        if let Some(line) = accept_failures.failed(std::time::Instant::now(), &e) {
+                            tracing::warn!("canary-sim: {line}");
+                        }
                         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                     }
                 },
@@ -134,6 +137,43 @@ impl Sim {
         let s = shared.clone();
         tokio::task::spawn_blocking(move || s.truth.close()).await?;
         result
+    }
+}
+
+/// Failed accepts, logged without a line per try (out of file descriptors, the loop tries
+/// every 10 ms while clients hold them): the first at once, then at most one line per
+/// [`AcceptFailures::EVERY`] with the count since the last.
+#[derive(Debug, Default)]
+struct AcceptFailures {
+    last_logged: Option<std::time::Instant>,
+    unlogged: u64,
+}
+
+impl AcceptFailures {
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+    /// Notes a failure at `now`; the line to log, if one is due.
+    fn failed(&mut self, now: std::time::Instant, e: &std::io::Error) -> Option<String> {
+        self.unlogged += 1;
+        if self
+            .last_logged
+            .is_some_and(|t| now.duration_since(t) < Self::EVERY)
+        {
+            return None;
+        }
+        let n = std::mem::take(&mut self.unlogged);
+        let line = match self.last_logged.replace(now) {
+            Some(_) if n > 1 => format!(
+                "accept failed {n} times since the last such line (the latest: {e}); \
+                 the sim goes on trying"
+            ),
+            _ => format!(
+                "accept failed: {e} (the sim goes on trying; more failures are counted, one \
+                 line per {}s)",
+                Self::EVERY.as_secs()
+            ),
+        };
+        Some(line)
     }
 }
 
