@@ -114,6 +114,9 @@ pub struct Config {
     /// A write of a response that makes no progress for this long (the client stopped
     /// reading) ends the response and closes the connection.
     pub write_timeout: Duration,
+    /// The bytes of request bodies held at once over all connections (default 256 MiB); a
+    /// body that would take them past it gets 503. Not a flag.
+    pub body_budget: usize,
 }
 
 /// `canary-sim <crate version>`: what `GET /version` reports by default.
@@ -140,8 +143,18 @@ impl Default for Config {
             engine_version: default_engine_version(),
             idle_timeout: Some(http::IDLE_TIMEOUT),
             write_timeout: http::WRITE_TIMEOUT,
+            body_budget: http::BODY_BUDGET,
         }
     }
+}
+
+/// The fault flags given without `--fault-rate`, where they do nothing (a warning each).
+fn idle_fault_flags(a: &Args) -> Vec<&'static str> {
+    let set = [(!a.faults.is_empty(), "--fault"), (a.seed != 0, "--seed")];
+    set.into_iter()
+        .filter(|&(given, _)| given && a.fault_rate == 0.0)
+        .map(|(_, flag)| flag)
+        .collect()
 }
 
 impl TryFrom<Args> for Config {
@@ -152,14 +165,30 @@ impl TryFrom<Args> for Config {
             .host
             .parse()
             .map_err(|_| ConfigError::Host(a.host.clone()))?;
-        let profile = match Profile::named(&a.profile) {
-            Some(p) => p,
-            None => Profile::load(&a.profile)?,
-        };
         let flag = |flag, message: &str| ConfigError::Flag {
             flag,
             message: message.to_owned(),
         };
+        let profile = match Profile::named(&a.profile) {
+            Some(p) => p,
+            // A typo of a name reads better as one than as a file that cannot be read.
+            None if !std::path::Path::new(&a.profile).exists() => {
+                return Err(flag(
+                    "--profile",
+                    &format!(
+                        "{:?} is neither a known profile ({}) nor an existing profile file",
+                        a.profile,
+                        Profile::NAMES.join(", ")
+                    ),
+                ));
+            }
+            None => Profile::load(&a.profile)?,
+        };
+        for what in idle_fault_flags(&a) {
+            tracing::warn!(
+                "canary-sim: {what} does nothing without --fault-rate P (P > 0): no fault is drawn"
+            );
+        }
         if !(0.0..=1.0).contains(&a.fault_rate) {
             return Err(flag("--fault-rate", "must be in [0, 1]"));
         }
@@ -217,6 +246,7 @@ impl TryFrom<Args> for Config {
             idle_timeout: (a.idle_timeout_secs > 0)
                 .then(|| Duration::from_secs(a.idle_timeout_secs)),
             write_timeout: http::WRITE_TIMEOUT,
+            body_budget: http::BODY_BUDGET,
         })
     }
 }
@@ -288,6 +318,21 @@ mod tests {
     }
 
     #[test]
+    fn fault_flags_without_a_rate_are_named() {
+        let idle = |argv: &[&str]| {
+            let cli = Cli::try_parse_from(std::iter::once("sim").chain(argv.iter().copied()));
+            idle_fault_flags(&cli.unwrap().args)
+        };
+        // Before, both were silent no-ops.
+        assert_eq!(
+            idle(&["--fault", "no_done", "--seed", "3"]),
+            ["--fault", "--seed"]
+        );
+        assert!(idle(&["--fault", "no_done", "--fault-rate", "0.1"]).is_empty());
+        assert!(idle(&[]).is_empty());
+    }
+
+    #[test]
     fn errors_name_the_flag() {
         let e = |argv: &[&str]| parse(argv).unwrap_err().to_string();
         assert!(e(&["--host", "nope"]).contains("--host"));
@@ -304,5 +349,11 @@ mod tests {
         assert!(e(&["--max-model-len", "0"]).contains("--max-model-len"));
         assert!(e(&["--engine-version", " "]).contains("--engine-version"));
         assert!(e(&["--profile", "/nonexistent/p.json"]).contains("/nonexistent/p.json"));
+        // Before: "cannot read" (no such file), as if a file had been meant.
+        let typo = e(&["--profile", "nonsense"]);
+        assert!(
+            typo.contains("--profile") && typo.contains("fast, illustrative, capacity"),
+            "{typo}"
+        );
     }
 }

@@ -21,7 +21,7 @@
 mod scheduler;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use canary_core::MonoTime;
@@ -62,6 +62,10 @@ pub(crate) struct SeqState {
     pub finished: AtomicBool,
     /// Woken after every generated token.
     pub notify: Notify,
+    /// With [`EngineHandle::submit_noting_steps`]: the end of the step that produced each of
+    /// its tokens (vLLM's per-iteration times, which its ITL histogram observes); a streamed
+    /// request has its writes' times instead.
+    pub token_steps_ns: Option<Mutex<Vec<u64>>>,
 }
 
 /// A submitted sequence. Dropping it before the engine finished the sequence (the client left,
@@ -92,7 +96,21 @@ pub(crate) struct EngineHandle {
 impl EngineHandle {
     /// Queues a request; its tokens show up in the guard's state.
     pub fn submit(&self, prompt: PromptTokens, max_tokens: u32) -> SeqGuard {
-        let state = Arc::new(SeqState::default());
+        self.submit_with(SeqState::default(), prompt, max_tokens)
+    }
+
+    /// [`EngineHandle::submit`], the engine noting each token's step time in
+    /// [`SeqState::token_steps_ns`].
+    pub fn submit_noting_steps(&self, prompt: PromptTokens, max_tokens: u32) -> SeqGuard {
+        let state = SeqState {
+            token_steps_ns: Some(Mutex::new(Vec::new())),
+            ..SeqState::default()
+        };
+        self.submit_with(state, prompt, max_tokens)
+    }
+
+    fn submit_with(&self, state: SeqState, prompt: PromptTokens, max_tokens: u32) -> SeqGuard {
+        let state = Arc::new(state);
         let _ = self.tx.send(Seq::new(state.clone(), prompt, max_tokens));
         SeqGuard {
             state,

@@ -162,7 +162,13 @@ async fn respond(
     } else {
         0
     };
-    let seq = shared.engine.submit(req.prompt, max_tokens);
+    // A non-streamed reply has no write per token: its TTFT and ITL are the engine's, as
+    // vLLM's are for every request.
+    let seq = if req.stream {
+        shared.engine.submit(req.prompt, max_tokens)
+    } else {
+        shared.engine.submit_noting_steps(req.prompt, max_tokens)
+    };
     let id = match api {
         Api::Chat => format!("chatcmpl-canary-sim-{}", rec.seq),
         Api::Completions => format!("cmpl-canary-sim-{}", rec.seq),
@@ -177,6 +183,7 @@ async fn respond(
         fault,
         extra: &extra,
         keep_alive,
+        http10: head.http10,
     };
     let next = if req.stream {
         job.stream(conn, rec, req.include_usage).await
@@ -189,9 +196,14 @@ async fn respond(
     } else {
         FinishReason::Abort
     };
+    let steps = seq
+        .state
+        .token_steps_ns
+        .as_ref()
+        .map(|s| std::mem::take(&mut *s.lock().expect("token steps lock")));
     // Abort now, not when the slow link (if any) has drained: the engine is done with it.
     drop(seq);
-    (next, Some(timings(rec, api, finished)))
+    (next, Some(timings(rec, api, finished, steps.as_deref())))
 }
 
 /// What the engine knows about the request, into its record.
@@ -207,8 +219,15 @@ fn engine_facts(rec: &mut TruthRecord, state: &SeqState) {
 }
 
 /// The server-side timings of a finished request. The reply's times are the times it was
-/// produced: a slow link's delay (settled later) is not the server's.
-fn timings(rec: &TruthRecord, api: Api, finished: FinishReason) -> RequestTimings {
+/// produced: a slow link's delay (settled later) is not the server's. TTFT and ITL: a
+/// streamed reply's token writes; a non-streamed one's `engine_steps` (the end of the step
+/// that produced each token), as vLLM observes them for every request.
+fn timings(
+    rec: &TruthRecord,
+    api: Api,
+    finished: FinishReason,
+    engine_steps: Option<&[u64]>,
+) -> RequestTimings {
     let secs = |a: u64, b: u64| b.saturating_sub(a) as f64 / 1e9;
     let since_arrival = |t: Option<u64>| t.map(|t| secs(rec.arrival_ns, t));
     let between = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| secs(a, b));
@@ -219,16 +238,25 @@ fn timings(rec: &TruthRecord, api: Api, finished: FinishReason) -> RequestTiming
         .iter()
         .skip(skip)
         .take(rec.completion_tokens.saturating_sub(1) as usize);
+    let (ttft, itl) = match engine_steps {
+        Some(steps) => (
+            since_arrival(rec.engine_first_token_ns),
+            steps.windows(2).map(|w| secs(w[0], w[1])).collect(),
+        ),
+        None => (
+            since_arrival(rec.first_token_ns),
+            rec.first_token_ns
+                .iter()
+                .chain(tokens)
+                .collect::<Vec<_>>()
+                .windows(2)
+                .map(|w| secs(*w[0], *w[1]))
+                .collect(),
+        ),
+    };
     RequestTimings {
-        ttft: since_arrival(rec.first_token_ns),
-        itl: rec
-            .first_token_ns
-            .iter()
-            .chain(tokens)
-            .collect::<Vec<_>>()
-            .windows(2)
-            .map(|w| secs(*w[0], *w[1]))
-            .collect(),
+        ttft,
+        itl,
         e2e: Some(secs(rec.arrival_ns, rec.end_ns)),
         // Waiting for the engine, from the request's whole arrival: a body trickled in over
         // 50 s is the client's upload, not the engine's queue (vLLM times WAITING alike).

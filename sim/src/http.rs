@@ -8,10 +8,13 @@
 
 use std::fmt::Write as _;
 
+use std::sync::Arc;
+
 use bytes::{Buf, Bytes, BytesMut};
 use canary_core::MonoTime;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::link::DelayLine;
 use crate::wire_arrival::ReadStamps;
@@ -20,9 +23,9 @@ use crate::wire_arrival::ReadStamps;
 const MAX_HEAD: usize = 64 * 1024;
 /// A connection's input buffer to begin with.
 const BUF_CAPACITY: usize = 16 * 1024;
-/// The most input buffer a connection keeps once a request's body has been taken: a larger
-/// body's allocation goes with the body, so that a kept-alive connection does not hold its
-/// largest request (up to [`MAX_BODY`]) for its life.
+/// The most input buffer a connection keeps once a request's body has been taken (a body is
+/// read into its own buffer, but a head may grow the input buffer to [`MAX_HEAD`] and more),
+/// so that a kept-alive connection does not hold its largest request for its life.
 const KEPT_CAPACITY: usize = 2 * MAX_HEAD;
 /// Once a head's first byte is in, the rest of the head must come within this; before it, the
 /// idle timeout ([`Timeouts::idle`]) applies.
@@ -40,6 +43,13 @@ pub(crate) const LINGER: std::time::Duration = std::time::Duration::from_secs(10
 /// Largest accepted body of a generation request (a 126k-token Mooncake prompt is about
 /// 600 KB).
 pub(crate) const MAX_BODY: usize = 64 * 1024 * 1024;
+/// Default of the bytes of request bodies held at once over all connections ([`BodyBudget`]):
+/// four bodies of [`MAX_BODY`]. Without it, 16,384 connections of 64 MiB each could make the
+/// sim hold a terabyte.
+pub const BODY_BUDGET: usize = 4 * MAX_BODY;
+/// A body's buffer grows by at least this much (or to its end): a 64 MiB body takes about ten
+/// allocations rather than one per read.
+const BODY_STEP: usize = 64 * 1024;
 /// Largest accepted body of any other request: none takes more than a small JSON, and most are
 /// open without the API key, so they must not let anyone make the sim buffer [`MAX_BODY`].
 pub(crate) const MAX_OTHER_BODY: usize = 64 * 1024;
@@ -54,6 +64,8 @@ pub(crate) struct RequestHead {
     pub headers: Vec<(String, String)>,
     pub content_length: usize,
     pub keep_alive: bool,
+    /// An HTTP/1.0 request: its reply must not be chunked (RFC 9112 §6.1).
+    pub http10: bool,
     pub expect_continue: bool,
     pub chunked: bool,
 }
@@ -241,8 +253,15 @@ impl Conn {
         }
     }
 
-    /// Reads the body announced by `head`, refused (413) over `max` bytes.
-    pub async fn read_body(&mut self, head: &RequestHead, max: usize) -> Result<Bytes, ReadError> {
+    /// Reads the body announced by `head`, refused (413) over `max` bytes, or (503) when
+    /// holding it would take `budget` past its bound. Memory is taken from `budget` as the
+    /// bytes arrive, not when the head announces them, and given back when the body is dropped.
+    pub async fn read_body(
+        &mut self,
+        head: &RequestHead,
+        max: usize,
+        budget: &BodyBudget,
+    ) -> Result<Bytes, ReadError> {
         if head.chunked {
             return Err(ReadError::Status(
                 411,
@@ -253,26 +272,50 @@ impl Conn {
         if len > max {
             return Err(ReadError::Status(413, "request body too large".into()));
         }
+        if len == 0 {
+            return Ok(Bytes::new());
+        }
         if head.expect_continue && self.buf.len() < len {
             self.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
         }
-        self.buf.reserve(len.saturating_sub(self.buf.len()));
+        // The body goes into its own buffer, grown as its bytes come (doubling, never past
+        // `len`): a head announcing 64 MiB costs nothing until the bytes are sent, and the
+        // connection's input buffer stays small.
+        let mut body: Vec<u8> = Vec::new();
+        let mut held: Option<OwnedSemaphorePermit> = None;
         let deadline = Some(tokio::time::Instant::now() + BODY_TIMEOUT);
-        while self.buf.len() < len {
+        loop {
+            let take = (len - body.len()).min(self.buf.len());
+            if body.capacity() - body.len() < take {
+                let cap = (body.capacity() * 2)
+                    .max(body.len() + take)
+                    .max(BODY_STEP)
+                    .min(len);
+                budget.take(&mut held, cap - body.capacity())?;
+                body.reserve_exact(cap - body.len());
+            }
+            body.extend_from_slice(&self.buf[..take]);
+            self.buf.advance(take);
+            if body.len() == len {
+                break;
+            }
             if self.fill_before(deadline, BODY_TIMEOUT).await? == 0 {
                 return Err(ReadError::Truncated);
             }
         }
-        let grown = self.buf.capacity();
-        let body = self.buf.split_to(len).freeze();
-        if grown > KEPT_CAPACITY {
-            // What is left (a pipelined request's start) shares the body's allocation, and
-            // the next read would take all of it back once the body is dropped: copy it out.
+        if self.buf.capacity() > KEPT_CAPACITY {
+            // A pipelined request's start after a long head: do not keep its large buffer.
             let mut rest = BytesMut::with_capacity(BUF_CAPACITY.max(self.buf.len()));
             rest.extend_from_slice(&self.buf);
             self.buf = rest;
         }
-        Ok(body)
+        Ok(match held {
+            Some(permit) => Bytes::from_owner(Held {
+                bytes: body,
+                _permit: permit,
+            }),
+            None => Bytes::from(body),
+        })
     }
 
     /// After an answer sent without reading the body `head` announced, with the write side
@@ -351,6 +394,66 @@ impl Conn {
     }
 }
 
+/// The bytes of request bodies held at once, over all connections: each body takes its share
+/// as its bytes arrive, and gives it back when the body is dropped (once parsed). A body that
+/// would take the total past the bound is refused with 503: memory stays bounded however many
+/// clients send large bodies at once, and the sim goes on serving the others.
+#[derive(Debug, Clone)]
+pub(crate) struct BodyBudget {
+    bytes: Arc<Semaphore>,
+    bound: usize,
+}
+
+impl BodyBudget {
+    pub fn new(bound: usize) -> BodyBudget {
+        let bound = bound.min(Semaphore::MAX_PERMITS);
+        BodyBudget {
+            bytes: Arc::new(Semaphore::new(bound)),
+            bound,
+        }
+    }
+
+    /// Takes `n` more bytes into `held`; a 503 when the budget has not that many left.
+    fn take(&self, held: &mut Option<OwnedSemaphorePermit>, n: usize) -> Result<(), ReadError> {
+        let refused = || {
+            let mib = |b: usize| b as f64 / (1024.0 * 1024.0);
+            ReadError::Status(
+                503,
+                format!(
+                    "the simulator already holds {:.1} MiB of request bodies being received or \
+                     parsed, and this one would take that past its bound of {:.1} MiB; retry \
+                     later",
+                    mib(self.bound - self.bytes.available_permits()),
+                    mib(self.bound),
+                ),
+            )
+        };
+        let n32 = u32::try_from(n).map_err(|_| refused())?;
+        let more = self
+            .bytes
+            .clone()
+            .try_acquire_many_owned(n32)
+            .map_err(|_| refused())?;
+        match held {
+            Some(p) => p.merge(more),
+            None => *held = Some(more),
+        }
+        Ok(())
+    }
+}
+
+/// A body's bytes and its share of the [`BodyBudget`], given back with them.
+struct Held {
+    bytes: Vec<u8>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl AsRef<[u8]> for Held {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
 fn find_head_end(buf: &[u8], from: usize) -> Option<usize> {
     buf.get(from..)?
         .windows(4)
@@ -386,8 +489,10 @@ fn parse_head(raw: &[u8]) -> Result<RequestHead, ReadError> {
         path,
         query,
         keep_alive: !http10,
+        http10,
         ..Default::default()
     };
+    let mut seen_length: Option<usize> = None;
     for l in lines {
         let (name, value) = l
             .split_once(':')
@@ -396,9 +501,19 @@ fn parse_head(raw: &[u8]) -> Result<RequestHead, ReadError> {
         let value = value.trim().to_owned();
         match name.as_str() {
             "content-length" => {
-                head.content_length = value
+                let n = value
                     .parse()
                     .map_err(|_| ReadError::Bad(format!("bad content-length {value:?}")))?;
+                // Differing lengths: which one frames the body is a guess, and a proxy may
+                // guess otherwise (request smuggling); RFC 9112 §6.3 says refuse.
+                if seen_length.is_some_and(|seen| seen != n) {
+                    return Err(ReadError::Bad(format!(
+                        "conflicting content-length headers ({} and {n})",
+                        head.content_length
+                    )));
+                }
+                seen_length = Some(n);
+                head.content_length = n;
             }
             "connection" => {
                 let v = value.to_ascii_lowercase();
@@ -445,17 +560,45 @@ pub(crate) fn response_head(
     keep_alive: bool,
     extra: &[(&str, &str)],
 ) -> Vec<u8> {
+    let framing = match content_length {
+        Some(n) => Framing::Length(n),
+        None => Framing::Chunked,
+    };
+    framed_head(status, content_type, framing, keep_alive, extra)
+}
+
+/// How a response body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    Length(usize),
+    Chunked,
+    /// Ended by closing the connection: a stream to an HTTP/1.0 client, which must not get
+    /// chunked (RFC 9112 §6.1), as uvicorn sends it.
+    Close,
+}
+
+/// A response head framed as `framing` says (with [`Framing::Close`], `connection: close`
+/// whatever `keep_alive` says).
+pub(crate) fn framed_head(
+    status: u16,
+    content_type: &str,
+    framing: Framing,
+    keep_alive: bool,
+    extra: &[(&str, &str)],
+) -> Vec<u8> {
+    let keep_alive = keep_alive && framing != Framing::Close;
     let mut h = String::with_capacity(256);
     let _ = write!(
         h,
         "HTTP/1.1 {status} {}\r\nserver: canary-sim\r\ncontent-type: {content_type}\r\n",
         reason(status)
     );
-    match content_length {
-        Some(n) => {
+    match framing {
+        Framing::Length(n) => {
             let _ = write!(h, "content-length: {n}\r\n");
         }
-        None => h.push_str("transfer-encoding: chunked\r\ncache-control: no-cache\r\n"),
+        Framing::Chunked => h.push_str("transfer-encoding: chunked\r\ncache-control: no-cache\r\n"),
+        Framing::Close => h.push_str("cache-control: no-cache\r\n"),
     }
     if !keep_alive {
         h.push_str("connection: close\r\n");
@@ -534,6 +677,15 @@ mod tests {
         assert!(parse_head(b"GET / HTTP/2").is_err());
         assert!(parse_head(b"GET / HTTP/1.1\r\nno-colon").is_err());
         assert!(parse_head(b"GET / HTTP/1.1\r\ncontent-length: x").is_err());
+        // Before, the last of two differing lengths framed the body.
+        let two = parse_head(b"POST / HTTP/1.1\r\ncontent-length: 5\r\ncontent-length: 7");
+        assert!(
+            matches!(&two, Err(ReadError::Bad(m)) if m.contains("conflicting content-length")),
+            "{two:?}"
+        );
+        let same = parse_head(b"POST / HTTP/1.1\r\ncontent-length: 5\r\ncontent-length: 5");
+        assert_eq!(same.unwrap().content_length, 5);
+        assert!(parse_head(b"GET / HTTP/1.0").unwrap().http10);
     }
 
     // A kept-alive connection gives back a large body's buffer: before, the read of the next
@@ -558,7 +710,8 @@ mod tests {
         };
         let read = async {
             let head = conn.read_head().await.unwrap().unwrap().head;
-            conn.read_body(&head, MAX_BODY).await.unwrap()
+            let budget = BodyBudget::new(BODY_BUDGET);
+            conn.read_body(&head, MAX_BODY, &budget).await.unwrap()
         };
         let (_, got) = tokio::join!(send, read);
         assert_eq!(got.len(), body.len());

@@ -43,6 +43,12 @@ struct Common {
     ignore_eos: Option<bool>,
     #[serde(default)]
     n: Option<u32>,
+    /// Refused unless empty: the sim's output is a fixed text that never stops before the
+    /// length limit, and ignoring them would give longer outputs than vLLM would.
+    #[serde(default)]
+    stop: Option<serde_json::Value>,
+    #[serde(default)]
+    stop_token_ids: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -116,9 +122,36 @@ impl GenRequest {
                     Prompt::IdLists(v) if v.len() == 1 => v[0].iter().for_each(|&i| tok.push_id(i)),
                     _ => return Err("batched prompts are not supported by canary-sim".into()),
                 }
+                let empty = match &b.prompt {
+                    Prompt::Text(t) => t.is_empty(),
+                    Prompt::Ids(ids) => ids.is_empty(),
+                    Prompt::Texts(v) => v[0].is_empty(),
+                    Prompt::IdLists(v) => v[0].is_empty(),
+                };
+                if empty {
+                    // vLLM's words: a real engine has no prefill of nothing.
+                    return Err("The decoder prompt cannot be empty".into());
+                }
                 b.common
             }
         };
+        for (field, v) in [
+            ("stop", &common.stop),
+            ("stop_token_ids", &common.stop_token_ids),
+        ] {
+            let empty = match v {
+                None | Some(serde_json::Value::Null) => true,
+                Some(serde_json::Value::String(s)) => s.is_empty(),
+                Some(serde_json::Value::Array(a)) => a.is_empty(),
+                Some(_) => false,
+            };
+            if !empty {
+                return Err(format!(
+                    "{field} is not supported by canary-sim: its output is a fixed text that \
+                     always runs to max_tokens (finish_reason \"length\"); leave {field} out"
+                ));
+            }
+        }
         if common.n.unwrap_or(1) != 1 {
             return Err("n != 1 is not supported by canary-sim".into());
         }
@@ -127,6 +160,10 @@ impl GenRequest {
             return Err("max_tokens must be at least 1".into());
         }
         let stream = common.stream.unwrap_or(false);
+        if common.stream_options.is_some() && !stream {
+            // vLLM's own words (its request validation).
+            return Err("Stream options can only be defined when `stream=True`.".into());
+        }
         Ok(GenRequest {
             stream,
             include_usage: stream
@@ -174,6 +211,28 @@ mod tests {
         assert!(p(r#"{"prompt":"a","max_tokens":0}"#).is_err());
         assert!(p(r#"{"prompt":"a","max_tokens":-1}"#).is_err());
         assert!(p(r#"{"nope":1}"#).is_err());
+        // Before, both were served (an empty prompt as 0 prompt tokens), unlike vLLM.
+        for empty in [r#""""#, "[]", r#"[""]"#, "[[]]"] {
+            let e = p(&format!(r#"{{"prompt":{empty}}}"#)).unwrap_err();
+            assert_eq!(e, "The decoder prompt cannot be empty", "{empty}");
+        }
+        let e = p(r#"{"prompt":"a","stream_options":{"include_usage":true}}"#).unwrap_err();
+        assert!(e.starts_with("Stream options can only"), "{e}");
+        let e = p(r#"{"prompt":"a","stream":false,"stream_options":{}}"#).unwrap_err();
+        assert!(e.starts_with("Stream options can only"), "{e}");
+        assert!(p(r#"{"prompt":"a","stream":true,"stream_options":{}}"#).is_ok());
+        assert!(p(r#"{"prompt":"a","stream_options":null}"#).is_ok());
+        // Before, stop strings were ignored and the output ran to max_tokens.
+        for stop in [r#""sea""#, r#"["sea"]"#] {
+            let e = p(&format!(r#"{{"prompt":"a","stop":{stop}}}"#)).unwrap_err();
+            assert!(e.starts_with("stop is not supported"), "{e}");
+        }
+        let e = p(r#"{"prompt":"a","stop_token_ids":[2]}"#).unwrap_err();
+        assert!(e.starts_with("stop_token_ids is not"), "{e}");
+        for none in ["null", "[]", r#""""#] {
+            let b = format!(r#"{{"prompt":"a","stop":{none},"stop_token_ids":{none}}}"#);
+            assert!(p(&b).is_ok(), "{b}");
+        }
         assert!(p("{").is_err());
     }
 }

@@ -73,6 +73,7 @@ impl Sim {
                 idle: config.idle_timeout,
                 write: config.write_timeout,
             },
+            body_budget: http::BodyBudget::new(config.body_budget),
         });
         Ok(Sim {
             listener,
@@ -103,6 +104,7 @@ impl Sim {
         let mut tasks = JoinSet::new();
         tasks.spawn(engine.run());
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        let mut accept_failures = AcceptFailures::default();
         let result = loop {
             // A connection past the cap waits in the listen backlog until one closes.
             let accept = async {
@@ -121,7 +123,9 @@ impl Sim {
                     }
                     // Out of file descriptors and the like: log and keep serving.
                     Err(e) => {
-                        tracing::warn!("canary-sim: accept failed: {e}");
+                        if let Some(line) = accept_failures.failed(std::time::Instant::now(), &e) {
+                            tracing::warn!("canary-sim: {line}");
+                        }
                         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                     }
                 },
@@ -136,7 +140,45 @@ impl Sim {
     }
 }
 
-/// Connections served at once: each holds a task, a socket and up to a request's body.
+/// Failed accepts, logged without a line per try (out of file descriptors, the loop tries
+/// every 10 ms while clients hold them): the first at once, then at most one line per
+/// [`AcceptFailures::EVERY`] with the count since the last.
+#[derive(Debug, Default)]
+struct AcceptFailures {
+    last_logged: Option<std::time::Instant>,
+    unlogged: u64,
+}
+
+impl AcceptFailures {
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+    /// Notes a failure at `now`; the line to log, if one is due.
+    fn failed(&mut self, now: std::time::Instant, e: &std::io::Error) -> Option<String> {
+        self.unlogged += 1;
+        if self
+            .last_logged
+            .is_some_and(|t| now.duration_since(t) < Self::EVERY)
+        {
+            return None;
+        }
+        let n = std::mem::take(&mut self.unlogged);
+        let line = match self.last_logged.replace(now) {
+            Some(_) if n > 1 => format!(
+                "accept failed {n} times since the last such line (the latest: {e}); \
+                 the sim goes on trying"
+            ),
+            _ => format!(
+                "accept failed: {e} (the sim goes on trying; more failures are counted, one \
+                 line per {}s)",
+                Self::EVERY.as_secs()
+            ),
+        };
+        Some(line)
+    }
+}
+
+/// Connections served at once: each holds a task, a socket, an input buffer and the body it
+/// is reading (all bodies together bounded by [`crate::Config::body_budget`]).
 pub const MAX_CONNECTIONS: usize = 16_384;
 
 /// Listen backlog: the kernel caps it at `net.core.somaxconn` (4096 by default). tokio's
@@ -186,7 +228,7 @@ async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
             Some(_) => http::MAX_BODY,
             None => http::MAX_OTHER_BODY,
         };
-        let body = match conn.read_body(&head, max_body).await {
+        let body = match conn.read_body(&head, max_body, &shared.body_budget).await {
             Ok(b) => b,
             Err(e) => {
                 let rec = generation.is_some().then_some(rec);
@@ -340,67 +382,76 @@ async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]
     let keep = head.keep_alive;
     let json = "application/json";
     let mut extra = Vec::new();
-    let (status, ctype, out): (u16, &str, Vec<u8>) =
-        match (head.method.as_str(), head.path.as_str()) {
-            ("GET", "/v1/models") => {
-                let profile = shared.engine.profile();
-                (200, json, shared.identity.models(&profile))
+    // HEAD is GET without the body (RFC 9110 §9.3.2), as vLLM's Starlette answers it: a body
+    // after a HEAD's answer would be read as the next response.
+    let is_head = head.method == "HEAD";
+    let method = if is_head { "GET" } else { head.method.as_str() };
+    let (status, ctype, out): (u16, &str, Vec<u8>) = match (method, head.path.as_str()) {
+        ("GET", "/v1/models") => {
+            let profile = shared.engine.profile();
+            (200, json, shared.identity.models(&profile))
+        }
+        ("GET", "/version") => (200, json, shared.identity.version()),
+        ("POST", "/sim/version") => match shared.identity.set_version(body) {
+            Ok(out) => (200, json, out),
+            Err(m) => (400, json, chunk::error_body(400, &m).into_bytes()),
+        },
+        ("GET", "/health") => (200, "text/plain", Vec::new()),
+        ("GET", "/metrics") => (
+            200,
+            "text/plain; version=0.0.4; charset=utf-8",
+            shared.metrics.render().into_bytes(),
+        ),
+        ("GET", "/sim/truth") => match TruthQuery::parse(head.query.as_deref()) {
+            Ok(q) => {
+                let (out, more) = truth_page::render(&shared.truth, q);
+                extra.push(("x-sim-truth-more", if more { "true" } else { "false" }));
+                (200, "application/x-ndjson", out)
             }
-            ("GET", "/version") => (200, json, shared.identity.version()),
-            ("POST", "/sim/version") => match shared.identity.set_version(body) {
-                Ok(out) => (200, json, out),
-                Err(m) => (400, json, chunk::error_body(400, &m).into_bytes()),
-            },
-            ("GET", "/health") => (200, "text/plain", Vec::new()),
-            ("GET", "/metrics") => (
-                200,
-                "text/plain; version=0.0.4; charset=utf-8",
-                shared.metrics.render().into_bytes(),
-            ),
-            ("GET", "/sim/truth") => match TruthQuery::parse(head.query.as_deref()) {
-                Ok(q) => {
-                    let (out, more) = truth_page::render(&shared.truth, q);
-                    extra.push(("x-sim-truth-more", if more { "true" } else { "false" }));
-                    (200, "application/x-ndjson", out)
+            Err(m) => (400, json, chunk::error_body(400, &m).into_bytes()),
+        },
+        ("GET", "/sim/profile") => {
+            let p = shared.engine.profile();
+            (200, json, serde_json::to_vec(&*p).unwrap_or_default())
+        }
+        ("POST", "/sim/profile") => {
+            let patched = serde_json::from_slice::<ProfilePatch>(body)
+                .map_err(|e| e.to_string())
+                .and_then(|patch| patch.apply(&shared.engine.profile()));
+            match patched {
+                Ok(p) => {
+                    let out = serde_json::to_vec(&p).unwrap_or_default();
+                    tracing::info!("canary-sim: profile now {}", p.name);
+                    shared.engine.set_profile(p);
+                    (200, json, out)
                 }
                 Err(m) => (400, json, chunk::error_body(400, &m).into_bytes()),
-            },
-            ("GET", "/sim/profile") => {
-                let p = shared.engine.profile();
-                (200, json, serde_json::to_vec(&*p).unwrap_or_default())
             }
-            ("POST", "/sim/profile") => {
-                let patched = serde_json::from_slice::<ProfilePatch>(body)
-                    .map_err(|e| e.to_string())
-                    .and_then(|patch| patch.apply(&shared.engine.profile()));
-                match patched {
-                    Ok(p) => {
-                        let out = serde_json::to_vec(&p).unwrap_or_default();
-                        tracing::info!("canary-sim: profile now {}", p.name);
-                        shared.engine.set_profile(p);
-                        (200, json, out)
-                    }
-                    Err(m) => (400, json, chunk::error_body(400, &m).into_bytes()),
-                }
-            }
-            (_, path) => {
-                let known = [
-                    "/v1/chat/completions",
-                    "/v1/completions",
-                    "/v1/models",
-                    "/version",
-                    "/health",
-                    "/metrics",
-                    "/sim/truth",
-                    "/sim/profile",
-                    "/sim/version",
-                ];
-                let status = if known.contains(&path) { 405 } else { 404 };
-                let msg = format!("{} {path}: {}", head.method, http::reason(status));
-                (status, json, chunk::error_body(status, &msg).into_bytes())
-            }
-        };
-    match respond(conn, status, ctype, &out, keep, &extra).await {
+        }
+        (_, path) => {
+            let known = [
+                "/v1/chat/completions",
+                "/v1/completions",
+                "/v1/models",
+                "/version",
+                "/health",
+                "/metrics",
+                "/sim/truth",
+                "/sim/profile",
+                "/sim/version",
+            ];
+            let status = if known.contains(&path) { 405 } else { 404 };
+            let msg = format!("{} {path}: {}", head.method, http::reason(status));
+            (status, json, chunk::error_body(status, &msg).into_bytes())
+        }
+    };
+    let written = if is_head {
+        let bytes = http::response_head(status, ctype, Some(out.len()), keep, &extra);
+        http::write_timed(conn, &bytes).await
+    } else {
+        respond(conn, status, ctype, &out, keep, &extra).await
+    };
+    match written {
         Ok(_) if keep => Next::Continue,
         _ => Next::Close,
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::engine::EngineHandle;
 use crate::fault::FaultInjector;
-use crate::http::Timeouts;
+use crate::http::{BodyBudget, Timeouts};
 use crate::identity::Identity;
 use crate::metrics::Metrics;
 use crate::truth::TruthStore;
@@ -33,6 +33,8 @@ pub(crate) struct Shared {
     pub kernel_clock: KernelClock,
     /// How long a connection waits on its client.
     pub timeouts: Timeouts,
+    /// The bytes of request bodies held at once, over all connections.
+    pub body_budget: BodyBudget,
 }
 
 /// What to do with the connection after a response.

@@ -294,7 +294,12 @@ async fn metrics_counters_are_exact() {
     assert_eq!(metric(&m, "vllm:generation_tokens_total"), served as f64);
     assert_eq!(metric(&m, "vllm:prompt_tokens_total"), prompt as f64);
     assert_eq!(metric(&m, "vllm:e2e_request_latency_seconds_count"), 12.0);
-    assert_eq!(metric(&m, "vllm:time_to_first_token_seconds_count"), 6.0);
+    // Every request, streamed or not (before, the 6 streamed ones only), as vLLM counts them.
+    assert_eq!(metric(&m, "vllm:time_to_first_token_seconds_count"), 12.0);
+    assert_eq!(
+        metric(&m, "vllm:inter_token_latency_seconds_count"),
+        (served - 12) as f64
+    );
     assert_eq!(metric(&m, "vllm:num_requests_running"), 0.0);
     assert!(m.contains("# TYPE vllm:request_queue_time_seconds histogram"));
     assert!(m.contains(r#"vllm:e2e_request_latency_seconds_bucket{model_name="canary-sim",engine="0",le="+Inf"} 12"#));
@@ -531,4 +536,43 @@ async fn an_api_key_guards_v1_and_leaves_health_and_metrics_open() {
         request(sim.addr, "GET", "/metrics", &[], "").await.status,
         200
     );
+}
+
+#[tokio::test]
+async fn non_streamed_requests_have_engine_ttft_and_itl() {
+    let sim = sim().await;
+    for (path, body) in [
+        ("/v1/completions", completion_body("a b c", 5, false)),
+        ("/v1/chat/completions", chat_body("a b", 3, false)),
+        ("/v1/completions", completion_body("x", 1, false)),
+    ] {
+        let r = request(sim.addr, "POST", path, &[], &body).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let m = request(sim.addr, "GET", "/metrics", &[], "").await.text();
+    let truth = sim.truth();
+    assert_eq!(truth.len(), 3);
+    let secs = |a: u64, b: u64| (b - a) as f64 / 1e9;
+    // Before, a non-streamed request added nothing to either (it has no token writes): the
+    // engine's times are vLLM's, for every request.
+    let ttft: f64 = truth
+        .iter()
+        .map(|t| secs(t.arrival_ns, t.engine_first_token_ns.unwrap()))
+        .sum();
+    let itl: f64 = truth
+        .iter()
+        .map(|t| {
+            secs(
+                t.engine_first_token_ns.unwrap(),
+                t.engine_last_token_ns.unwrap(),
+            )
+        })
+        .sum();
+    assert_eq!(metric(&m, "vllm:time_to_first_token_seconds_count"), 3.0);
+    let got = metric(&m, "vllm:time_to_first_token_seconds_sum");
+    assert!((got - ttft).abs() < 1e-9, "TTFT sum {got} vs truth {ttft}");
+    // One interval between consecutive tokens: 4 + 2 + 0.
+    assert_eq!(metric(&m, "vllm:inter_token_latency_seconds_count"), 6.0);
+    let got = metric(&m, "vllm:inter_token_latency_seconds_sum");
+    assert!((got - itl).abs() < 1e-9, "ITL sum {got} vs truth {itl}");
 }

@@ -206,27 +206,32 @@ pub async fn request(
         .await
 }
 
-/// A streaming chat request body.
+/// A chat request body (with `stream_options.include_usage` when streaming, as vLLM
+/// refuses it otherwise).
 pub fn chat_body(prompt: &str, max_tokens: u32, stream: bool) -> String {
-    serde_json::json!({
+    let mut body = serde_json::json!({
         "model": "canary-sim",
         "messages": [{"role": "user", "content": prompt}],
         "max_tokens": max_tokens,
         "stream": stream,
-        "stream_options": {"include_usage": true},
-    })
-    .to_string()
+    });
+    if stream {
+        body["stream_options"] = serde_json::json!({"include_usage": true});
+    }
+    body.to_string()
 }
 
 pub fn completion_body(prompt: &str, max_tokens: u32, stream: bool) -> String {
-    serde_json::json!({
+    let mut body = serde_json::json!({
         "model": "canary-sim",
         "prompt": prompt,
         "max_tokens": max_tokens,
         "stream": stream,
-        "stream_options": {"include_usage": true},
-    })
-    .to_string()
+    });
+    if stream {
+        body["stream_options"] = serde_json::json!({"include_usage": true});
+    }
+    body.to_string()
 }
 
 /// Parses a Prometheus sample value for `name{...}` (first match).

@@ -213,3 +213,109 @@ async fn a_head_over_64_kib_is_refused_however_it_arrives() {
     c.write_raw(head.as_bytes()).await;
     assert_eq!(c.next_response().await.status, 200);
 }
+
+#[tokio::test]
+async fn request_bodies_in_flight_are_bounded_together() {
+    const MIB: usize = 1024 * 1024;
+    let sim = sim_with(|c| c.body_budget = 8 * MIB).await;
+    // Three 3 MiB bodies at once, each but its last byte sent: 9 MiB > 8 MiB. Before, each
+    // connection could hold 64 MiB (16,384 of them), and every body here was waited for.
+    let body = |tag: &str| {
+        let prompt = tag.repeat(3 * MIB - 40);
+        format!(r#"{{"prompt":"{prompt}","max_tokens":1}}"#)
+    };
+    let mut clients = Vec::new();
+    for tag in ["a", "b", "c"] {
+        let b = body(tag);
+        let mut c = Client::connect(sim.addr).await;
+        let head = format!(
+            "POST /v1/completions HTTP/1.1\r\nhost: sim\r\ncontent-length: {}\r\n\r\n",
+            b.len()
+        );
+        c.write_raw(&[head.as_bytes(), &b.as_bytes()[..b.len() - 1]].concat())
+            .await;
+        clients.push((c, b));
+    }
+    crate::truth_once(&sim, "a request refused with 503", |t| {
+        t.iter().any(|r| r.status == 503)
+    })
+    .await;
+    let mut statuses = Vec::new();
+    for (c, b) in &mut clients {
+        // The refused one has its answer already; the others complete their bodies.
+        c.write_raw(&b.as_bytes()[b.len() - 1..]).await;
+        let r = c.next_response().await;
+        if r.status == 503 {
+            let msg = r.json()["error"]["message"].as_str().unwrap().to_owned();
+            assert!(msg.contains("bound of 8.0 MiB"), "{msg}");
+            assert_eq!(r.json()["error"]["type"], "ServiceUnavailableError");
+        }
+        statuses.push(r.status);
+    }
+    statuses.sort_unstable();
+    assert!(
+        statuses.contains(&503) && statuses.contains(&200),
+        "{statuses:?}"
+    );
+    // The budget is given back: a 3 MiB body and a small one are served.
+    let r = request(sim.addr, "POST", "/v1/completions", &[], &body("d")).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = request(
+        sim.addr,
+        "POST",
+        "/v1/completions",
+        &[],
+        &completion_body("a b", 2, false),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+/// Writes `raw` on a fresh connection and reads until the sim closes it (at most 30 s).
+async fn exchange(addr: std::net::SocketAddr, raw: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(raw).await.unwrap();
+    let mut got = Vec::new();
+    let read = s.read_to_end(&mut got);
+    let _ = tokio::time::timeout(Duration::from_secs(30), read).await;
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[tokio::test]
+async fn a_head_request_gets_no_body() {
+    let sim = sim().await;
+    // Before, HEAD got a 405 with a JSON body, which a client reads as the next response.
+    let got = exchange(
+        sim.addr,
+        b"HEAD /version HTTP/1.1\r\nhost: sim\r\n\r\nHEAD /v1/completions HTTP/1.1\r\nhost: sim\r\n\r\n\
+          GET /version HTTP/1.1\r\nhost: sim\r\nconnection: close\r\n\r\n",
+    )
+    .await;
+    let heads: Vec<&str> = got.split("\r\n\r\n").collect();
+    assert_eq!(heads.len(), 4, "{got}");
+    assert!(heads[0].starts_with("HTTP/1.1 200 "), "{got}");
+    assert!(!heads[0].contains("content-length: 0"), "{got}");
+    assert!(heads[1].starts_with("HTTP/1.1 405 "), "{got}");
+    assert!(heads[2].starts_with("HTTP/1.1 200 "), "{got}");
+    assert!(heads[3].starts_with(r#"{"version":"#), "{got}");
+}
+
+#[tokio::test]
+async fn an_http_1_0_stream_is_not_chunked() {
+    let sim = sim().await;
+    let body = completion_body("a b", 3, true);
+    let raw = format!(
+        "POST /v1/completions HTTP/1.0\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let got = exchange(sim.addr, raw.as_bytes()).await;
+    let (head, body) = got.split_once("\r\n\r\n").expect("a response");
+    // Before: `transfer-encoding: chunked`, which an HTTP/1.0 client reads as text.
+    assert!(head.starts_with("HTTP/1.1 200 "), "{got}");
+    assert!(!head.contains("transfer-encoding"), "{got}");
+    assert!(head.contains("connection: close"), "{got}");
+    let events = crate::client::sse_events(body);
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"), "{got}");
+    assert_eq!(events.len(), 3 + 1 + 1 + 1, "{got}");
+}

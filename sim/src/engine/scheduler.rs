@@ -211,6 +211,9 @@ impl Scheduler {
                 st.first_token_ns.store(now_ns, Relaxed);
             }
             st.last_token_ns.store(now_ns, Relaxed);
+            if let Some(steps) = &st.token_steps_ns {
+                steps.lock().expect("token steps lock").push(now_ns);
+            }
             if done {
                 used += s.context();
                 reserved += s.reserve();

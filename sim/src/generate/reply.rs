@@ -28,6 +28,8 @@ pub(super) struct Job<'a> {
     pub fault: &'a FaultPlan,
     pub extra: &'a [(&'a str, &'a str)],
     pub keep_alive: bool,
+    /// An HTTP/1.0 client: a stream goes close-delimited, not chunked.
+    pub http10: bool,
 }
 
 impl Job<'_> {
@@ -63,7 +65,19 @@ impl Job<'_> {
         if let Err(e) = stall(conn, f.stall_first_ms).await {
             return client_gone(rec, e.to_string());
         }
-        let head = http::response_head(200, "text/event-stream", None, self.keep_alive, self.extra);
+        let framing = if self.http10 {
+            http::Framing::Close
+        } else {
+            http::Framing::Chunked
+        };
+        let chunked = framing == http::Framing::Chunked;
+        let head = http::framed_head(
+            200,
+            "text/event-stream",
+            framing,
+            self.keep_alive,
+            self.extra,
+        );
         match write_head(conn, &head, f.trickle_headers_ms).await {
             Ok(t) => rec.first_byte_ns = Some(t),
             Err(e) => return client_gone(rec, e.to_string()),
@@ -139,9 +153,13 @@ impl Job<'_> {
                 }
             }
             out.clear();
-            http::push_chunk(&mut out, &payload);
-            if done {
-                out.extend_from_slice(http::LAST_CHUNK);
+            if chunked {
+                http::push_chunk(&mut out, &payload);
+                if done {
+                    out.extend_from_slice(http::LAST_CHUNK);
+                }
+            } else {
+                out.extend_from_slice(&payload);
             }
             let t = match write_timed(conn, &out).await {
                 Ok(t) => t,
@@ -162,6 +180,8 @@ impl Job<'_> {
             if done {
                 return match f.close_after {
                     Some(ms) => Next::CloseAfter(ms),
+                    // The close ends a close-delimited body.
+                    None if !chunked => Next::Close,
                     None => Next::Continue,
                 };
             }

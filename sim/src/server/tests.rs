@@ -83,3 +83,20 @@ async fn a_request_costs_one_recvmsg() {
     );
     stop.cancel();
 }
+
+// Before, each failed accept logged a line: about 100 lines/s while clients held every fd.
+#[test]
+fn failed_accepts_are_logged_a_line_per_interval() {
+    let mut f = AcceptFailures::default();
+    let e = io::Error::from_raw_os_error(24);
+    let t0 = std::time::Instant::now();
+    let first = f.failed(t0, &e).expect("the first is logged");
+    assert!(first.starts_with("accept failed: "), "{first}");
+    let ms = std::time::Duration::from_millis;
+    for i in 1..=999 {
+        assert_eq!(f.failed(t0 + ms(10 * i), &e), None, "{i}");
+    }
+    let next = f.failed(t0 + ms(10_000), &e).expect("one line per 10 s");
+    assert!(next.starts_with("accept failed 1000 times since"), "{next}");
+    assert_eq!(f.failed(t0 + ms(10_010), &e), None);
+}
