@@ -4,6 +4,7 @@
 //! `/props` — and the OpenAI-compatible `/v1/models`. Each field not found says which routes
 //! were tried and what they answered.
 
+use crate::context_length::{context_in, read_body, INFO_BODY_BYTES, MODELS};
 use crate::http::{error_chain, Endpoint};
 use canary_core::{Known, ServerContext};
 use rustls::ClientConfig;
@@ -45,16 +46,8 @@ fn text(v: &Value, keys: &[&str]) -> Option<String> {
     })
 }
 
-fn number(v: &Value, keys: &[&str]) -> Option<u64> {
-    keys.iter().find_map(|k| {
-        k.split('.')
-            .try_fold(v, |v, part| v.get(part))?
-            .as_u64()
-            .filter(|n| *n > 0)
-    })
-}
-
-/// What one engine route says: (version, model, context length).
+/// What one engine route says: (version, model, context length). The context length is read
+/// as the pre-flight reads it ([`context_in`]: the same fields).
 fn engine_info(route: &str, v: &Value) -> (Option<String>, Option<String>, Option<u64>) {
     match route {
         // vLLM (and canary-sim): {"version": "0.10.1"}.
@@ -63,19 +56,19 @@ fn engine_info(route: &str, v: &Value) -> (Option<String>, Option<String>, Optio
         "/get_server_info" => (
             text(v, &["version"]),
             text(v, &["served_model_name", "model_path"]),
-            number(v, &["context_length", "max_total_num_tokens"]),
+            context_in(route, v, None).map(|c| c.tokens),
         ),
         // TGI: {"model_id", "version", "max_total_tokens", ...}.
         "/info" => (
             text(v, &["version"]),
             text(v, &["model_id"]),
-            number(v, &["max_total_tokens"]),
+            context_in(route, v, None).map(|c| c.tokens),
         ),
         // llama.cpp: {"build_info", "model_path", "default_generation_settings": {"n_ctx"}}.
         "/props" => (
             text(v, &["build_info"]),
             text(v, &["model_alias", "model_path"]),
-            number(v, &["default_generation_settings.n_ctx", "n_ctx"]),
+            context_in(route, v, None).map(|c| c.tokens),
         ),
         _ => (None, None, None),
     }
@@ -85,7 +78,10 @@ fn engine_info(route: &str, v: &Value) -> (Option<String>, Option<String>, Optio
 fn models_info(v: &Value) -> (Option<String>, Option<u64>) {
     let first = v.get("data").and_then(|d| d.get(0));
     match first {
-        Some(m) => (text(m, &["id"]), number(m, &["max_model_len"])),
+        Some(m) => (
+            text(m, &["id"]),
+            context_in(MODELS, v, None).map(|c| c.tokens),
+        ),
         None => (None, None),
     }
 }
@@ -102,12 +98,8 @@ async fn get_json(
         .map_err(|e| error_chain(&e))?
         .with_body_cap(INFO_BODY_BYTES);
     let (body, _) = endpoint.get(t).await.map_err(|e| error_chain(&e))?;
-    serde_json::from_str(&body).map_err(|e| format!("{route}: not JSON: {e}"))
+    read_body(route, body.as_bytes())
 }
-
-/// The most of an info route's body read: the answers are a few KiB, and a JSON tree of 32 MiB
-/// of `[0,0,…]` takes over half a gigabyte.
-const INFO_BODY_BYTES: usize = 1 << 20;
 
 /// The engines' info routes, in the order tried.
 const ROUTES: [&str; 4] = ["/version", "/get_server_info", "/info", "/props"];
@@ -125,7 +117,7 @@ pub(crate) async fn server_context(
     let left = || deadline.saturating_duration_since(tokio::time::Instant::now());
     let mut tried: Vec<String> = Vec::new();
     let (mut model, mut max_len) = (None, None);
-    match get_json(base, "/v1/models", tls.clone(), left()).await {
+    match get_json(base, MODELS, tls.clone(), left()).await {
         Ok(v) => (model, max_len) = models_info(&v),
         Err(e) => tried.push(e),
     }
