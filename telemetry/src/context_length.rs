@@ -241,7 +241,8 @@ mod tests {
             assert_eq!((got.tokens, got.source.as_str()), (1000, source));
         }
         // Another model's entry is not this run's; the only one is.
-        let two = json!({"data": [{"id": "a", "max_model_len": 1}, {"id": "b", "max_model_len": 2}]});
+        let two =
+            json!({"data": [{"id": "a", "max_model_len": 1}, {"id": "b", "max_model_len": 2}]});
         assert_eq!(context_in(MODELS, &two, Some("m")), None);
         assert_eq!(context_in(MODELS, &two, Some("b")).unwrap().tokens, 2);
         assert_eq!(context_in(MODELS, &two, None).unwrap().tokens, 1);
