@@ -307,10 +307,13 @@ fn a_prompt_of_exactly_the_limit_without_max_tokens_is_over() {
     assert_valid(&summary);
 }
 
+/// What a server answers each path with (`None`: 404).
+type Routes = fn(&str) -> Option<&'static str>;
+
 /// A loopback server answering GET `path` with 200 and `routes(path)` as JSON, 404 for any
 /// other request (the run's requests too): an engine stating its context only on its own
 /// route. Returns its URL.
-fn serve_routes(routes: fn(&str) -> Option<&'static str>) -> String {
+fn serve_routes(routes: Routes) -> String {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -357,7 +360,7 @@ fn each_engine_route_states_the_context_before_the_run() {
     let over = rows.iter().filter(|(i, o)| i + o > limit).count() as u64;
     // SGLang refuses a total at the limit too (`>=`).
     let over_sglang = rows.iter().filter(|(i, o)| i + o >= limit).count() as u64;
-    let cases: [(fn(&str) -> Option<&'static str>, &str, u64); 4] = [
+    let cases: [(Routes, &str, u64); 4] = [
         (
             |p| (p == "/props").then_some(r#"{"default_generation_settings":{"n_ctx":8000}}"#),
             "/props n_ctx",
