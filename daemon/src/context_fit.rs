@@ -1,12 +1,13 @@
-//! Before a trace run: the target's context length, read from the server, and the selected
+//! Before a run: the target's context length, read from the server, and the planned
 //! requests that cannot fit it (the server refuses them, HTTP 400, and the run used to say
 //! nothing before). What is sent does not change; the run only says so, once, and counts them
-//! in `summary.json`'s `run.trace.selection`.
+//! in `summary.json`'s `run.trace.selection` (a trace) or `run.load` (synthetic requests).
 //!
-//! The routes and fields are those `summary.json`'s `context.server.max_model_len` is read
-//! from after the run (telemetry's `server_info`), asked of the target itself (its TLS, API
-//! key and headers) before the run: `/v1/models` under the API root (vLLM, canary-sim), then
-//! llama.cpp's `/props`, SGLang's `/get_server_info` and TGI's `/info`.
+//! The routes, fields, body cap and source names are telemetry's one reader
+//! ([`canary_telemetry::context_length`]), which `summary.json`'s
+//! `context.server.max_model_len` is read with after the run, asked of the target itself
+//! (its TLS, API key and headers) before the run: `/v1/models` under the API root (vLLM,
+//! canary-sim), then llama.cpp's `/props`, SGLang's `/get_server_info` and TGI's `/info`.
 
 use canary_replay::{LoadShape, SelectionReport, Target};
 use canary_telemetry::context_length;
@@ -115,8 +116,8 @@ fn refused(limit: u64, source: &str) -> impl Fn(u64, Option<u64>) -> (bool, bool
     move |prompt, max_tokens| rule.refused(limit, prompt, max_tokens)
 }
 
-/// Synthetic requests counted one by one at most (a count past it, or a duration, with
-/// lengths that vary: not counted, said at debug).
+/// Synthetic requests of varying lengths counted one by one at most (more of them, or a
+/// duration with no count: not counted, said at debug).
 const SYNTHETIC_COUNTED: u64 = 1_000_000;
 
 /// Before a run: the requests of `prepared` that cannot fit the target's context, said once
