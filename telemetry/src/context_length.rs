@@ -180,7 +180,8 @@ where
             Ok(a) => a,
             Err(_) => {
                 tried.push(format!(
-                    "{route} and after: not asked, the {} ms for the server's info routes spent",
+                    "{route}: no answer within the {} ms for the server's info routes; the \
+                     rest not asked",
                     budget.as_millis()
                 ));
                 break;

@@ -231,6 +231,75 @@ mod tests {
         );
     }
 
+    /// The pre-flight's reader (over this crate's transport here) and `server_context` read
+    /// the same context from the same server: SGLang's `max_total_num_tokens` when it states
+    /// no `context_length`; a route past the 1 MiB cap is refused in words, the next read.
+    #[tokio::test]
+    async fn the_preflight_reader_and_server_context_agree() {
+        let base = serve_routes(|path| match path {
+            "/props" => Some(format!(r#"{{"n_ctx":1,"pad":"{}"}}"#, "x".repeat(2 << 20))),
+            "/get_server_info" => Some(r#"{"version":"0.4.1","max_total_num_tokens":4096}"#.into()),
+            _ => None,
+        })
+        .await;
+        let ctx = server_context(&base, None, Duration::from_secs(10)).await;
+        assert_eq!(ctx.max_model_len.value().copied(), Some(4096));
+        let get = |path: String| {
+            let url = format!("{base}{path}");
+            async move {
+                let e = Endpoint::parse(&url, None)
+                    .map_err(|e| error_chain(&e))?
+                    .with_body_cap(INFO_BODY_BYTES);
+                let (body, _) = e
+                    .get(Duration::from_secs(5))
+                    .await
+                    .map_err(|e| error_chain(&e))?;
+                Ok((200, body.into_bytes()))
+            }
+        };
+        let limit = crate::context_length::ask_context(
+            "/v1/models",
+            Some("m"),
+            Duration::from_secs(10),
+            get,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            (limit.tokens, limit.source.as_str()),
+            (4096, "/get_server_info max_total_num_tokens")
+        );
+        // Against a server that never answers: the budget once, said in words.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let silent = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                held.push(s);
+            }
+        });
+        let get = |path: String| {
+            let url = format!("{silent}{path}");
+            async move {
+                let e = Endpoint::parse(&url, None).map_err(|e| error_chain(&e))?;
+                let (body, _) = e
+                    .get(Duration::from_secs(60))
+                    .await
+                    .map_err(|e| error_chain(&e))?;
+                Ok((200, body.into_bytes()))
+            }
+        };
+        let why =
+            crate::context_length::ask_context("/v1/models", None, Duration::from_millis(300), get)
+                .await
+                .unwrap_err();
+        assert_eq!(
+            why,
+            "/v1/models: no answer within the 300 ms for the server's info routes; the rest \
+             not asked"
+        );
+    }
+
     /// A server that accepts and never answers spends the budget on its first route; the
     /// rest are not asked (each used to wait its own timeout: 10 s at a run's end, and at a
     /// shutdown's).
