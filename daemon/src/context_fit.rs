@@ -1,16 +1,18 @@
-//! Before a trace run: the target's context length, read from the server, and the selected
+//! Before a run: the target's context length, read from the server, and the planned
 //! requests that cannot fit it (the server refuses them, HTTP 400, and the run used to say
 //! nothing before). What is sent does not change; the run only says so, once, and counts them
-//! in `summary.json`'s `run.trace.selection`.
+//! in `summary.json`'s `run.trace.selection` (a trace) or `run.load` (synthetic requests).
 //!
-//! The routes and fields are those `summary.json`'s `context.server.max_model_len` is read
-//! from after the run (telemetry's `server_info`), asked of the target itself (its TLS, API
-//! key and headers) before the run: `/v1/models` under the API root (vLLM, canary-sim), then
-//! llama.cpp's `/props`, SGLang's `/get_server_info` and TGI's `/info`.
+//! The routes, fields, body cap and source names are telemetry's one reader
+//! ([`canary_telemetry::context_length`]), which `summary.json`'s
+//! `context.server.max_model_len` is read with after the run, asked of the target itself
+//! (its TLS, API key and headers) before the run: `/v1/models` under the API root (vLLM,
+//! canary-sim), then llama.cpp's `/props`, SGLang's `/get_server_info` and TGI's `/info`.
 
-use canary_replay::Target;
-use serde_json::Value;
+use canary_replay::{LoadShape, SelectionReport, Target};
+use canary_telemetry::context_length;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// The longest the routes are waited for, all together: a server that accepts but never
 /// answers delays the run's start by this much at most, and the run goes on unwarned.
@@ -83,61 +85,114 @@ pub async fn context_limit(target: &Target) -> Option<(u64, String)> {
     answer
 }
 
-/// Asks the target's routes in turn, within [`BUDGET`].
+/// Asks the target's routes in turn, within [`BUDGET`], with telemetry's one reader
+/// ([`canary_telemetry::context_length`]: the routes, fields, body cap and source names
+/// `summary.json`'s `context.server` is read with), over the target's own transport.
 async fn ask(target: &Target) -> Option<(u64, String)> {
-    let deadline = tokio::time::Instant::now() + BUDGET;
-    let models = target.models_path();
-    let routes: [(&str, &[&str]); 4] = [
-        (models.as_str(), &["max_model_len"]),
-        ("/props", &["default_generation_settings.n_ctx", "n_ctx"]),
-        ("/get_server_info", &["context_length"]),
-        ("/info", &["max_total_tokens"]),
-    ];
-    for (route, keys) in routes {
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let answer = tokio::time::timeout(left, crate::cli::doctor::get(target, route)).await;
-        let Ok(Ok((status, _, body))) = answer else {
-            if answer.is_err() {
-                tracing::debug!("the target's context length: no answer in {BUDGET:?}");
-                return None;
-            }
-            continue;
-        };
-        if !status.is_success() {
-            continue;
+    let got = |path: String| async move {
+        match crate::cli::doctor::get(target, &path).await {
+            Ok((status, _, body)) => Ok((status.as_u16(), body.to_vec())),
+            Err(e) => Err(format!("{path}: {e:#}")),
         }
-        let Ok(v) = serde_json::from_slice::<Value>(&body) else {
-            continue;
-        };
-        // A model list: the entry of the model the run asks for, else the only one (on a
-        // server of several models another's context is not this run's).
-        let v = match route == models {
-            true => {
-                let data = v.get("data").and_then(Value::as_array);
-                let mine = data.and_then(|d| {
-                    d.iter()
-                        .find(|m| m.get("id").and_then(Value::as_str) == Some(&target.model))
-                        .or(d.first().filter(|_| d.len() == 1))
-                });
-                match mine {
-                    Some(m) => m.clone(),
-                    None => continue,
-                }
-            }
-            false => v,
-        };
-        for key in keys {
-            let found = key
-                .split('.')
-                .try_fold(&v, |v, part| v.get(part))
-                .and_then(Value::as_u64)
-                .filter(|n| *n > 0);
-            if let Some(n) = found {
-                let field = key.rsplit('.').next().unwrap_or(key);
-                let route = if route == models { "/v1/models" } else { route };
-                return Some((n, format!("{route} {field}")));
-            }
+    };
+    let models = target.models_path();
+    match context_length::ask_context(&models, Some(&target.model), BUDGET, got).await {
+        Ok(limit) => Some((limit.tokens, limit.source)),
+        Err(why) => {
+            tracing::debug!("the target's context length is not known: {why}");
+            None
         }
     }
-    None
+}
+
+/// The rule of the server the source names (vLLM's `>`, SGLang's `>=`): see
+/// [`context_length::FitRule`], where the servers' own checks read are named.
+fn refused(limit: u64, source: &str) -> impl Fn(u64, Option<u64>) -> (bool, bool) {
+    let rule = context_length::ContextLimit {
+        tokens: limit,
+        source: source.to_string(),
+    }
+    .rule();
+    move |prompt, max_tokens| rule.refused(limit, prompt, max_tokens)
+}
+
+/// Synthetic requests of varying lengths counted one by one at most (more of them, or a
+/// duration with no count: not counted, said at debug).
+const SYNTHETIC_COUNTED: u64 = 1_000_000;
+
+/// Before a run: the requests of `prepared` that cannot fit the target's context, said once
+/// (a warning) and counted — a trace's in its `run.trace.selection`, synthetic ones
+/// (`--isl`/`--osl`, rate and closed-loop workloads) in the report returned, for the `load`
+/// block. Synthetic requests are counted when the plan's count is known (or every request is
+/// alike); `None` when the context is not known or the requests not counted.
+pub async fn preflight(
+    plan: &canary_replay::Plan,
+    prepared: &mut canary_replay::Prepared,
+    shutdown: &CancellationToken,
+) -> Option<SelectionReport> {
+    let synthetic = match &plan.load {
+        LoadShape::Trace(_) => None,
+        LoadShape::Rate(r) => Some((&r.requests, r.extent)),
+        LoadShape::ClosedLoop(c) => Some((&c.requests, c.extent)),
+    };
+    if prepared.trace.is_none() && synthetic.is_none() {
+        return None;
+    }
+    // A stop while the target is asked (3 s at most) goes on to the run, which ends at once.
+    let (limit, source) = tokio::select! {
+        found = context_limit(&plan.replay.target) => found,
+        () = shutdown.cancelled() => None,
+    }?;
+    let target = &plan.replay.target;
+    let refused = refused(limit, &source);
+    let mut synthetic_report = None;
+    let warning = match (&mut prepared.trace, &prepared.work, synthetic) {
+        (Some(loaded), canary_replay::Work::Schedule(schedule), _) => {
+            let requests = schedule
+                .rows_in_order()
+                .map(|r| (r.input_tokens(), target.max_tokens_sent(r.output_tokens())));
+            loaded
+                .selection
+                .count_over_context(limit, &source, requests, &refused)
+        }
+        (None, _, Some((requests, extent))) => {
+            let length_limit = plan.replay.length_limit;
+            let alike = requests.isl.stddev == 0.0 && requests.osl.stddev == 0.0;
+            let one = |i: u64| {
+                let r = requests.request(i as u32, length_limit);
+                (r.input_tokens, target.max_tokens_sent(r.output_tokens))
+            };
+            let mut report = SelectionReport::default();
+            let warning = match extent.count() {
+                // Every request alike: the first stands for all of them.
+                Some(n) if alike => {
+                    let first = one(0);
+                    report.count_over_context(limit, &source, (0..n).map(|_| first), &refused)
+                }
+                Some(n) if n <= SYNTHETIC_COUNTED => {
+                    report.count_over_context(limit, &source, (0..n).map(one), &refused)
+                }
+                _ => {
+                    tracing::debug!(
+                        "the synthetic requests against the target's context ({limit}, from \
+                         {source}): not counted (no request count, or over \
+                         {SYNTHETIC_COUNTED} requests of varying lengths)"
+                    );
+                    return None;
+                }
+            };
+            synthetic_report = Some(report);
+            warning
+        }
+        _ => None,
+    };
+    if let Some(warning) = warning {
+        // Once per process for the same counts against the same target: a sweep's points and
+        // a daemon's periods would say it every run.
+        match first_time(target, &warning) {
+            true => tracing::warn!("{warning}"),
+            false => tracing::debug!("{warning}"),
+        }
+    }
+    synthetic_report
 }

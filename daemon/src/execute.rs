@@ -189,39 +189,17 @@ pub async fn execute(
     }
 
     // Requests that ask for more tokens than the target's context: said before anything is
-    // sent, and counted in `run.trace.selection`, when the server states its context length.
-    // They are sent as planned.
-    if let (Some(loaded), canary_replay::Work::Schedule(schedule)) =
-        (&mut prepared.trace, &prepared.work)
-    {
-        // A stop while the target is asked (3 s at most) goes on to the run, which ends at once.
-        let limit = tokio::select! {
-            found = crate::context_fit::context_limit(&plan.replay.target) => found,
-            () = shutdown.cancelled() => None,
-        };
-        if let Some((limit, source)) = limit {
-            let target = &plan.replay.target;
-            let requests = schedule
-                .rows_in_order()
-                .map(|r| (r.input_tokens(), target.max_tokens_sent(r.output_tokens())));
-            if let Some(warning) = loaded
-                .selection
-                .count_over_context(limit, &source, requests)
-            {
-                // Once per process for the same counts against the same target: a sweep's
-                // points and a daemon's periods would say it every run.
-                match crate::context_fit::first_time(target, &warning) {
-                    true => tracing::warn!("{warning}"),
-                    false => tracing::debug!("{warning}"),
-                }
-            }
-        }
-    }
+    // sent, and counted (a trace's in `run.trace.selection`, synthetic ones in the `load`
+    // block), when the server states its context length. They are sent as planned.
+    let over_context = crate::context_fit::preflight(&plan, &mut prepared, &shutdown).await;
 
     // Synthesize: the tokenizer and the prompt synthesizer; each prompt is built just in
     // time, shortly before its deadline, by the dispatcher.
     let prompts = front.prompts(&plan.prompts)?;
-    let info = RunInfo::new(&plan, &prepared, &prompts);
+    let mut info = RunInfo::new(&plan, &prepared, &prompts);
+    if let (Some(counted), Some(p)) = (&over_context, &mut info.plan) {
+        p.load.note_context(counted);
+    }
     let requests = prepared.work.expected_text();
     tracing::info!(
         workload = %plan.workload,

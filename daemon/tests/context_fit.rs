@@ -255,3 +255,211 @@ fn repeated_runs_warn_once_and_each_counts() {
         assert_eq!(sel["context_limit"], limit, "run {k}: {sel:#}");
     }
 }
+
+/// `canaryd replay` of the trace to `url` with `extra` flags, into `DIR/out`.
+fn replay_with(dir: &Path, url: &str, extra: &[&str]) -> (std::process::Output, Value) {
+    let trace = shared(TRACE);
+    let mut args = vec![
+        "replay",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--url",
+        url,
+        "--model",
+        "canary-sim",
+        "--output-dir",
+        "out",
+        "--no-ebpf",
+        "--speedup",
+        "10",
+    ];
+    args.extend_from_slice(extra);
+    let out = canaryd(&args, dir);
+    let path = dir.join("out/summary.json");
+    let summary = match std::fs::read(&path) {
+        Ok(b) => serde_json::from_slice(&b).unwrap(),
+        Err(e) => panic!("{}: {e}\n{}", path.display(), text(&out)),
+    };
+    (out, summary)
+}
+
+/// The edge, as vLLM refuses: without `max_tokens` (`--max-tokens-field none`) a prompt of
+/// exactly the limit leaves no room for one output token, and is counted over by its prompt
+/// alone (it used to count as fitting). The limit is a row's own input length.
+#[test]
+fn a_prompt_of_exactly_the_limit_without_max_tokens_is_over() {
+    let rows = rows();
+    let limit = rows[0].0;
+    let over = rows.iter().filter(|(i, _)| *i >= limit).count() as u64;
+    // The edge row is the difference between the old count (prompt > limit) and vLLM's.
+    assert_eq!(
+        rows.iter().filter(|(i, _)| *i > limit).count() as u64 + 1,
+        over
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = common::sim(&["--max-model-len", &limit.to_string()]);
+    let url = format!("http://127.0.0.1:{port}");
+    let (out, summary) = replay_with(dir.path(), &url, &["--max-tokens-field", "none"]);
+    let sel = &summary["run"]["trace"]["selection"];
+    assert_eq!(sel["context_limit"], limit, "{sel:#}");
+    assert_eq!(sel["over_context"], over, "{sel:#}\n{}", text(&out));
+    assert_eq!(sel["prompt_over_context"], over, "{sel:#}");
+    assert_valid(&summary);
+}
+
+/// What a server answers each path with (`None`: 404).
+type Routes = fn(&str) -> Option<&'static str>;
+
+/// A loopback server answering GET `path` with 200 and `routes(path)` as JSON, 404 for any
+/// other request (the run's requests too): an engine stating its context only on its own
+/// route. Returns its URL.
+fn serve_routes(routes: Routes) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => head.extend_from_slice(&buf[..k]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let mut words = head.split_whitespace();
+                let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+                let reply = match (method, routes(path)) {
+                    ("GET", Some(body)) => format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    ),
+                    _ => "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                        .to_string(),
+                };
+                let _ = conn.write_all(reply.as_bytes());
+            });
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
+/// Each engine's own route, asked of the target before the run, by telemetry's one reader:
+/// llama.cpp's `/props`, SGLang's `/get_server_info` (its `max_total_num_tokens` when it
+/// states no `context_length`: only `server_info` read it before) and TGI's `/info`. The
+/// bodies hold only the fields read (no capture of these routes is among the fixtures). The
+/// run's requests then fail (404): the counts are the plan's, before anything is sent.
+#[test]
+fn each_engine_route_states_the_context_before_the_run() {
+    let limit = 8000u64;
+    let rows = rows();
+    let over = rows.iter().filter(|(i, o)| i + o > limit).count() as u64;
+    // SGLang refuses a total at the limit too (`>=`).
+    let over_sglang = rows.iter().filter(|(i, o)| i + o >= limit).count() as u64;
+    let cases: [(Routes, &str, u64); 4] = [
+        (
+            |p| (p == "/props").then_some(r#"{"default_generation_settings":{"n_ctx":8000}}"#),
+            "/props n_ctx",
+            over,
+        ),
+        (
+            |p| (p == "/get_server_info").then_some(r#"{"max_total_num_tokens":8000}"#),
+            "/get_server_info max_total_num_tokens",
+            over_sglang,
+        ),
+        (
+            |p| (p == "/get_server_info").then_some(r#"{"context_length":8000}"#),
+            "/get_server_info context_length",
+            over_sglang,
+        ),
+        (
+            |p| (p == "/info").then_some(r#"{"max_total_tokens":8000}"#),
+            "/info max_total_tokens",
+            over,
+        ),
+    ];
+    for (routes, source, over) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let url = serve_routes(routes);
+        let (out, summary) = replay_with(dir.path(), &url, &[]);
+        let sel = &summary["run"]["trace"]["selection"];
+        assert_eq!(
+            sel["context_limit_source"],
+            source,
+            "{sel:#}\n{}",
+            text(&out)
+        );
+        assert_eq!(sel["context_limit"], limit, "{sel:#}");
+        assert_eq!(sel["over_context"], over, "{source}: {sel:#}");
+        let warnings = context_warnings(&out);
+        assert_eq!(warnings.len(), 1, "{}", text(&out));
+        assert!(
+            warnings[0].contains(&format!("from {source}")),
+            "{}",
+            warnings[0]
+        );
+    }
+}
+
+/// Synthetic requests (`canaryd profile --isl/--osl`) are counted too, in `run.load`:
+/// an input over the sim's `--max-model-len` is over by its prompt alone, each request of
+/// the plan's count; the warning says so once. Within the limit, the counts are 0.
+#[test]
+fn synthetic_requests_over_the_context_are_counted() {
+    let (_sim, port) = common::sim(&["--max-model-len", "1000"]);
+    let url = format!("http://127.0.0.1:{port}");
+    let profile = |dir: &Path, isl: &str| {
+        let out = canaryd(
+            &[
+                "profile",
+                "--url",
+                &url,
+                "--model",
+                "canary-sim",
+                "--isl",
+                isl,
+                "--osl",
+                "10",
+                "--request-count",
+                "3",
+                "--output-dir",
+                "out",
+                "--no-ebpf",
+            ],
+            dir,
+        );
+        let path = dir.join("out/summary.json");
+        let summary: Value = match std::fs::read(&path) {
+            Ok(b) => serde_json::from_slice(&b).unwrap(),
+            Err(e) => panic!("{}: {e}\n{}", path.display(), text(&out)),
+        };
+        (out, summary)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (out, summary) = profile(dir.path(), "1200");
+    let load = &summary["run"]["load"];
+    assert_eq!(load["context_limit"], 1000, "{load:#}\n{}", text(&out));
+    assert_eq!(load["context_limit_source"], "/v1/models max_model_len");
+    assert_eq!(load["over_context"], 3, "{load:#}");
+    assert_eq!(load["prompt_over_context"], 3, "{load:#}");
+    let warnings = context_warnings(&out);
+    assert_eq!(warnings.len(), 1, "{}", text(&out));
+    assert!(
+        warnings[0].contains("3 of 3 requests ask for more tokens than the target's context (1000, from /v1/models max_model_len): 3 by their prompt alone"),
+        "{}",
+        warnings[0]
+    );
+    assert_valid(&summary);
+
+    // 990 + 10 = 1000: fits, as vLLM takes it.
+    let dir = tempfile::tempdir().unwrap();
+    let (out, summary) = profile(dir.path(), "990");
+    let load = &summary["run"]["load"];
+    assert_eq!(load["over_context"], 0, "{load:#}\n{}", text(&out));
+    assert_eq!(context_warnings(&out), Vec::<String>::new());
+    assert_valid(&summary);
+}

@@ -140,15 +140,32 @@ async fn respond(
     }
 
     let profile = shared.engine.profile();
-    let max_tokens = req.max_tokens.unwrap_or(profile.default_max_tokens);
+    let limit = shared.identity.max_model_len(&profile);
+    // Without max_tokens, as vLLM: the prompt must leave room for one output token, and the
+    // output defaults to the room left, at most the profile's default (vllm-project/vllm,
+    // `vllm/v1/engine/input_processor.py` `_validate_prompt_len` refuses a prompt of
+    // max_model_len tokens, "plus ... (at least 1)"; the OpenAI server defaults max_tokens to
+    // `max_model_len - prompt`, capped by the model's default). It used to default to the
+    // profile's 16 whatever the room, and refused a prompt within 16 tokens of the limit.
+    let prompt = req.prompt.count as u64;
+    if req.max_tokens.is_none() && prompt >= limit {
+        let msg = format!(
+            "This model's maximum context length is {limit} tokens. However, you requested \
+             {prompt} tokens in the messages, Please reduce the length of the messages."
+        );
+        return (respond_error(conn, rec, 400, &msg, keep_alive).await, None);
+    }
+    let room = u32::try_from(limit - prompt.min(limit)).unwrap_or(u32::MAX);
+    let max_tokens = req
+        .max_tokens
+        .unwrap_or_else(|| profile.default_max_tokens.min(room));
     if max_tokens > MAX_COMPLETION_TOKENS {
         let msg = format!(
             "max_tokens {max_tokens} is over this simulator's limit of {MAX_COMPLETION_TOKENS}"
         );
         return (respond_error(conn, rec, 400, &msg, keep_alive).await, None);
     }
-    let need = req.prompt.count as u64 + max_tokens as u64;
-    let limit = shared.identity.max_model_len(&profile);
+    let need = prompt + max_tokens as u64;
     if need > limit {
         let msg = format!(
             "This model's maximum context length is {limit} tokens. However, you requested \

@@ -96,3 +96,31 @@ async fn engine_version_and_max_model_len_are_settable() {
     let models = request(sim.addr, "GET", "/v1/models", &[], "").await.json();
     assert_eq!(models["data"][0]["max_model_len"], 32);
 }
+
+/// A request without `max_tokens`, as vLLM takes it: refused when its prompt leaves no room for
+/// one output token (a prompt of exactly max_model_len), else given the room left (at most
+/// the profile's default of 16). The sim used to default to 16 whatever the room.
+#[tokio::test]
+async fn without_max_tokens_the_prompt_must_leave_room_for_one_token() {
+    let sim = sim_with(|c| c.max_model_len = Some(64)).await;
+    let ask = |words: usize| {
+        let body = serde_json::json!({
+            "model": "canary-sim",
+            "prompt": vec!["w"; words].join(" "),
+        })
+        .to_string();
+        async move { request(sim.addr, "POST", "/v1/completions", &[], &body).await }
+    };
+    for (words, completion) in [(60, 4), (63, 1), (40, 16)] {
+        let r = ask(words).await;
+        assert_eq!(r.status, 200, "{words} words");
+        let usage = &r.json()["usage"];
+        assert_eq!(usage["prompt_tokens"], words, "{usage}");
+        assert_eq!(usage["completion_tokens"], completion, "{usage}");
+    }
+    let r = ask(64).await;
+    assert_eq!(r.status, 400);
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_owned();
+    assert!(msg.contains("maximum context length is 64 tokens"), "{msg}");
+    assert!(msg.contains("requested 64 tokens"), "{msg}");
+}

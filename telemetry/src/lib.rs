@@ -56,6 +56,8 @@
 #![deny(missing_docs)]
 
 mod client_cpu;
+/// The server's context length, one reader for the pre-flight and `summary.json`.
+pub mod context_length;
 mod correlate;
 mod dcgm;
 mod engine;

@@ -4,6 +4,7 @@
 //! `/props` — and the OpenAI-compatible `/v1/models`. Each field not found says which routes
 //! were tried and what they answered.
 
+use crate::context_length::{context_in, read_body, INFO_BODY_BYTES, MODELS};
 use crate::http::{error_chain, Endpoint};
 use canary_core::{Known, ServerContext};
 use rustls::ClientConfig;
@@ -45,16 +46,8 @@ fn text(v: &Value, keys: &[&str]) -> Option<String> {
     })
 }
 
-fn number(v: &Value, keys: &[&str]) -> Option<u64> {
-    keys.iter().find_map(|k| {
-        k.split('.')
-            .try_fold(v, |v, part| v.get(part))?
-            .as_u64()
-            .filter(|n| *n > 0)
-    })
-}
-
-/// What one engine route says: (version, model, context length).
+/// What one engine route says: (version, model, context length). The context length is read
+/// as the pre-flight reads it ([`context_in`]: the same fields).
 fn engine_info(route: &str, v: &Value) -> (Option<String>, Option<String>, Option<u64>) {
     match route {
         // vLLM (and canary-sim): {"version": "0.10.1"}.
@@ -63,19 +56,19 @@ fn engine_info(route: &str, v: &Value) -> (Option<String>, Option<String>, Optio
         "/get_server_info" => (
             text(v, &["version"]),
             text(v, &["served_model_name", "model_path"]),
-            number(v, &["context_length", "max_total_num_tokens"]),
+            context_in(route, v, None).map(|c| c.tokens),
         ),
         // TGI: {"model_id", "version", "max_total_tokens", ...}.
         "/info" => (
             text(v, &["version"]),
             text(v, &["model_id"]),
-            number(v, &["max_total_tokens"]),
+            context_in(route, v, None).map(|c| c.tokens),
         ),
         // llama.cpp: {"build_info", "model_path", "default_generation_settings": {"n_ctx"}}.
         "/props" => (
             text(v, &["build_info"]),
             text(v, &["model_alias", "model_path"]),
-            number(v, &["default_generation_settings.n_ctx", "n_ctx"]),
+            context_in(route, v, None).map(|c| c.tokens),
         ),
         _ => (None, None, None),
     }
@@ -85,7 +78,10 @@ fn engine_info(route: &str, v: &Value) -> (Option<String>, Option<String>, Optio
 fn models_info(v: &Value) -> (Option<String>, Option<u64>) {
     let first = v.get("data").and_then(|d| d.get(0));
     match first {
-        Some(m) => (text(m, &["id"]), number(m, &["max_model_len"])),
+        Some(m) => (
+            text(m, &["id"]),
+            context_in(MODELS, v, None).map(|c| c.tokens),
+        ),
         None => (None, None),
     }
 }
@@ -102,12 +98,8 @@ async fn get_json(
         .map_err(|e| error_chain(&e))?
         .with_body_cap(INFO_BODY_BYTES);
     let (body, _) = endpoint.get(t).await.map_err(|e| error_chain(&e))?;
-    serde_json::from_str(&body).map_err(|e| format!("{route}: not JSON: {e}"))
+    read_body(route, body.as_bytes())
 }
-
-/// The most of an info route's body read: the answers are a few KiB, and a JSON tree of 32 MiB
-/// of `[0,0,…]` takes over half a gigabyte.
-const INFO_BODY_BYTES: usize = 1 << 20;
 
 /// The engines' info routes, in the order tried.
 const ROUTES: [&str; 4] = ["/version", "/get_server_info", "/info", "/props"];
@@ -125,7 +117,7 @@ pub(crate) async fn server_context(
     let left = || deadline.saturating_duration_since(tokio::time::Instant::now());
     let mut tried: Vec<String> = Vec::new();
     let (mut model, mut max_len) = (None, None);
-    match get_json(base, "/v1/models", tls.clone(), left()).await {
+    match get_json(base, MODELS, tls.clone(), left()).await {
         Ok(v) => (model, max_len) = models_info(&v),
         Err(e) => tried.push(e),
     }
@@ -236,6 +228,75 @@ mod tests {
         assert!(
             why.contains("/version: the response body is over 1 MiB, the most read of it"),
             "{why}"
+        );
+    }
+
+    /// The pre-flight's reader (over this crate's transport here) and `server_context` read
+    /// the same context from the same server: SGLang's `max_total_num_tokens` when it states
+    /// no `context_length`; a route past the 1 MiB cap is refused in words, the next read.
+    #[tokio::test]
+    async fn the_preflight_reader_and_server_context_agree() {
+        let base = serve_routes(|path| match path {
+            "/props" => Some(format!(r#"{{"n_ctx":1,"pad":"{}"}}"#, "x".repeat(2 << 20))),
+            "/get_server_info" => Some(r#"{"version":"0.4.1","max_total_num_tokens":4096}"#.into()),
+            _ => None,
+        })
+        .await;
+        let ctx = server_context(&base, None, Duration::from_secs(10)).await;
+        assert_eq!(ctx.max_model_len.value().copied(), Some(4096));
+        let get = |path: String| {
+            let url = format!("{base}{path}");
+            async move {
+                let e = Endpoint::parse(&url, None)
+                    .map_err(|e| error_chain(&e))?
+                    .with_body_cap(INFO_BODY_BYTES);
+                let (body, _) = e
+                    .get(Duration::from_secs(5))
+                    .await
+                    .map_err(|e| error_chain(&e))?;
+                Ok((200, body.into_bytes()))
+            }
+        };
+        let limit = crate::context_length::ask_context(
+            "/v1/models",
+            Some("m"),
+            Duration::from_secs(10),
+            get,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            (limit.tokens, limit.source.as_str()),
+            (4096, "/get_server_info max_total_num_tokens")
+        );
+        // Against a server that never answers: the budget once, said in words.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let silent = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                held.push(s);
+            }
+        });
+        let get = |path: String| {
+            let url = format!("{silent}{path}");
+            async move {
+                let e = Endpoint::parse(&url, None).map_err(|e| error_chain(&e))?;
+                let (body, _) = e
+                    .get(Duration::from_secs(60))
+                    .await
+                    .map_err(|e| error_chain(&e))?;
+                Ok((200, body.into_bytes()))
+            }
+        };
+        let why =
+            crate::context_length::ask_context("/v1/models", None, Duration::from_millis(300), get)
+                .await
+                .unwrap_err();
+        assert_eq!(
+            why,
+            "/v1/models: no answer within the 300 ms for the server's info routes; the rest \
+             not asked"
         );
     }
 

@@ -146,6 +146,20 @@ pub struct SyntheticInfo {
     pub request_count: Option<u64>,
     /// Seconds to keep sending (`null`: until the count is sent).
     pub benchmark_duration_s: Option<f64>,
+    /// The target's context length (tokens), read before the run; absent when not known or
+    /// the requests were not counted against it (as a trace's `selection.context_limit`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_limit: Option<u64>,
+    /// Where [`SyntheticInfo::context_limit`] was read (`/v1/models max_model_len`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_limit_source: Option<String>,
+    /// Planned requests the server will likely refuse against it (exact count of the plan's
+    /// requests, whose token counts estimate the server's tokenizer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub over_context: Option<u64>,
+    /// Of [`SyntheticInfo::over_context`], those refused by their prompt alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_over_context: Option<u64>,
 }
 
 impl SyntheticInfo {
@@ -157,7 +171,25 @@ impl SyntheticInfo {
             random_seed: r.seed,
             request_count: extent.count(),
             benchmark_duration_s: extent.duration.map(|d| d.as_secs_f64()),
+            context_limit: None,
+            context_limit_source: None,
+            over_context: None,
+            prompt_over_context: None,
         }
+    }
+}
+
+impl LoadInfo {
+    /// The synthetic requests counted against the target's context (a trace's counts are in
+    /// its `selection`: nothing here).
+    pub fn note_context(&mut self, counted: &crate::trace::SelectionReport) {
+        let (LoadInfo::Rate { requests, .. } | LoadInfo::ClosedLoop { requests, .. }) = self else {
+            return;
+        };
+        requests.context_limit = counted.context_limit;
+        requests.context_limit_source = counted.context_limit_source.clone();
+        requests.over_context = counted.over_context;
+        requests.prompt_over_context = counted.prompt_over_context;
     }
 }
 

@@ -384,22 +384,25 @@ impl Trace {
 impl SelectionReport {
     /// Counts the requests that ask for more tokens than the target's context of `limit`
     /// tokens (read from `source`): `requests` gives each one's planned prompt tokens and the
-    /// `max_tokens` it carries (`None`: none sent, the server picks). A request is over when
-    /// prompt + max_tokens > limit, and over by its prompt alone when prompt > limit (as
-    /// vLLM and canary-sim refuse them). Returns the warning to print when any is over.
+    /// `max_tokens` it carries (`None`: none sent, the server picks); `refused` says, for a
+    /// prompt and its `max_tokens`, whether the server refuses it and whether by its prompt
+    /// alone (the server's own rule: vLLM refuses prompt + max_tokens > limit, and a prompt
+    /// leaving no room for one output token; SGLang a total at the limit too). Returns the
+    /// warning to print when any is over.
     pub fn count_over_context(
         &mut self,
         limit: u64,
         source: &str,
         requests: impl Iterator<Item = (u32, Option<u32>)>,
+        refused: impl Fn(u64, Option<u64>) -> (bool, bool),
     ) -> Option<String> {
         let (mut total, mut over, mut prompt_over) = (0u64, 0u64, 0u64);
         for (prompt, max_tokens) in requests {
             total += 1;
-            let prompt = u64::from(prompt);
-            if prompt + u64::from(max_tokens.unwrap_or(0)) > limit {
+            let (is_over, alone) = refused(u64::from(prompt), max_tokens.map(u64::from));
+            if is_over {
                 over += 1;
-                if prompt > limit {
+                if alone {
                     prompt_over += 1;
                 }
             }
@@ -613,26 +616,35 @@ mod tests {
         assert_eq!(r.input_tokens, u32::MAX);
     }
 
-    /// Over means above the limit, as vLLM and canary-sim refuse (`need > limit`): a request
-    /// of exactly the limit fits; one without `max_tokens` is over only by its prompt.
+    /// The counts follow the rule given (here vLLM's: prompt + max_tokens > limit, and a
+    /// prompt leaving no room for one output token; the rule itself is telemetry's
+    /// `FitRule`, tested there).
     #[test]
-    fn over_context_is_above_the_limit() {
+    fn over_context_follows_the_rule_given() {
+        let vllm = |p: u64, m: Option<u64>| {
+            let alone = p.saturating_add(1) > 100;
+            (
+                alone || p.saturating_add(m.unwrap_or(1).max(1)) > 100,
+                alone,
+            )
+        };
         let mut r = SelectionReport::default();
         let requests = [
             (90, Some(10)),             // exactly 100: fits
             (90, Some(11)),             // 101: over
             (101, Some(1)),             // over by its prompt alone
-            (100, None),                // no max_tokens: the prompt alone fits
+            (100, None),                // no max_tokens: no room for one output token
+            (99, None),                 // room for one: fits
             (u32::MAX, Some(u32::MAX)), // no overflow
         ];
-        let w = r.count_over_context(100, "/v1/models max_model_len", requests.into_iter());
-        assert_eq!((r.over_context, r.prompt_over_context), (Some(3), Some(2)));
+        let w = r.count_over_context(100, "/v1/models max_model_len", requests.into_iter(), vllm);
+        assert_eq!((r.over_context, r.prompt_over_context), (Some(4), Some(3)));
         assert_eq!(r.context_limit, Some(100));
         let w = w.unwrap();
-        assert!(w.starts_with("3 of 5 requests ask for more tokens than the target's context (100, from /v1/models max_model_len): 2 by their prompt alone"), "{w}");
+        assert!(w.starts_with("4 of 6 requests ask for more tokens than the target's context (100, from /v1/models max_model_len): 3 by their prompt alone"), "{w}");
         let mut r = SelectionReport::default();
         assert_eq!(
-            r.count_over_context(100, "x", [(90, Some(10))].into_iter()),
+            r.count_over_context(100, "x", [(90, Some(10))].into_iter(), vllm),
             None
         );
         assert_eq!(r.over_context, Some(0));
