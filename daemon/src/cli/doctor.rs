@@ -526,7 +526,11 @@ mod tests {
         });
         let target = canary_replay::Target::root_of(&format!("http://127.0.0.1:{port}")).unwrap();
         let path = target.models_path();
-        let e = get(&target, &path).await.unwrap_err();
+        // `get` has no timeout of its own (its callers bound it): before, this never ended.
+        let e = tokio::time::timeout(std::time::Duration::from_secs(20), get(&target, &path))
+            .await
+            .expect("refused at the head, not waited on")
+            .unwrap_err();
         assert_eq!(
             format!("{e:#}"),
             "/v1/models: the body is over 1 MiB, the most doctor reads"
