@@ -313,10 +313,14 @@ impl ServerMetrics {
             match tokio::time::timeout_at(deadline, self.endpoint.one_at_a_time_owned()).await {
                 Ok(turn) => turn,
                 Err(_) => {
-                    return Err(self.scrape_failed(ScrapeError::Busy {
+                    // The scrape holding the turn (an interval page being read) sets the
+                    // source's state itself when done: only noted here.
+                    let e = ScrapeError::Busy {
                         url: url(),
                         timeout: self.timeout,
-                    }))
+                    };
+                    self.failed(http::error_chain(&e));
+                    return Err(e);
                 }
             };
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
