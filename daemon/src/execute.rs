@@ -227,7 +227,7 @@ pub async fn execute(
     if limits.unresponsive_after.is_some() {
         own.push(cutoff.clone());
     }
-    let observers = attach(observe, tls, own, &stop_sources).await;
+    let observers = attach(observe, tls, own, &stop_sources, cutoff.stop()).await;
     // Before anything is sent, once the run has opened its own files: a ceiling the
     // open-file limit lowers is said, once.
     let mut config = plan.dispatcher_config();
@@ -284,10 +284,14 @@ async fn attach(
     tls: bool,
     own: Vec<Arc<dyn Observer>>,
     stop_sources: &CancellationToken,
+    run_stop: CancellationToken,
 ) -> Arc<dyn Observer> {
     let mut observers = Observers::new();
+    // The run's own scrapes are not waited for once the run is stopped.
     observers.push(Arc::new(
-        canary_telemetry::TelemetryObserver::start(&observe.telemetry, stop_sources).await,
+        canary_telemetry::TelemetryObserver::start(&observe.telemetry, stop_sources)
+            .await
+            .stopped_by(run_stop),
     ));
     // canaryd's own CPU: the diagnosis's client-bound rule reads it.
     match canary_telemetry::ClientCpuObserver::start() {

@@ -149,6 +149,34 @@ pub enum ScrapeError {
         /// The header's value.
         encoding: String,
     },
+    /// The scrape in flight before this one (the interval's) held the endpoint for all of
+    /// this one's time: one scrape of an endpoint at a time, so its pages are kept in order.
+    #[error(
+        "{url}: no page within {timeout:?}: the scrape already in flight held the endpoint \
+             that long"
+    )]
+    Busy {
+        /// The endpoint.
+        url: String,
+        /// The scrape's whole time.
+        timeout: Duration,
+    },
+    /// The page came but was not read within the scrape's time (a large page); it is kept
+    /// once read, in order.
+    #[error("{url}: the page was not read within {timeout:?} (a large page; kept once read)")]
+    SlowParse {
+        /// The endpoint.
+        url: String,
+        /// The scrape's whole time.
+        timeout: Duration,
+    },
+    /// A page with no metric family in it at all (an auth proxy's JSON, junk): not a
+    /// metrics page, whatever its `Content-Type`.
+    #[error("{reason}")]
+    NoMetrics {
+        /// What the page held, its URL first.
+        reason: String,
+    },
     /// The body is an HTML page (a login page, a proxy's error page), not metrics.
     #[error("{url}: body is {content_type:?}, not a metrics page")]
     NotMetrics {
@@ -205,6 +233,10 @@ pub(crate) struct Endpoint {
     /// be kept in the other order than the server wrote them, a fall read as a restart
     /// whose whole count is growth.
     turn: Arc<tokio::sync::Mutex<()>>,
+    /// Bumped by a run's own scrape ([`Endpoint::preempt`]): an interval scrape whose GET is
+    /// in flight drops it (its page unkept) and gives the turn, so the run's scrape does not
+    /// wait out the interval's timeout before its own (two timeouts against a silent server).
+    preempt: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -286,6 +318,7 @@ impl Endpoint {
             outage: OutageLog::default(),
             body_cap: MAX_BODY_BYTES,
             turn: Arc::default(),
+            preempt: Arc::new(tokio::sync::watch::Sender::new(0)),
         })
     }
 
@@ -293,6 +326,18 @@ impl Endpoint {
     /// the guard across the GET and the keeping of its page.
     pub async fn one_at_a_time(&self) -> tokio::sync::MutexGuard<'_, ()> {
         self.turn.lock().await
+    }
+
+    /// Asks an interval scrape whose GET is in flight to drop it and give the turn (a page
+    /// already come is still kept first).
+    pub fn preempt(&self) {
+        self.preempt.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// [`Endpoint::one_at_a_time`], the guard owned: it can be held by a blocking task that
+    /// keeps the page after its caller stopped waiting.
+    pub async fn one_at_a_time_owned(&self) -> tokio::sync::OwnedMutexGuard<()> {
+        self.turn.clone().lock_owned().await
     }
 
     /// Reads at most `bytes` of a body (an info route's JSON, parsed whole into a tree, is
@@ -424,6 +469,15 @@ impl Endpoint {
                 content_type,
             });
         }
+        // A declared length over the cap is refused at the head: waiting for the body would
+        // spend the whole timeout on a server that says it will send too much.
+        let declared = hyper::body::Body::size_hint(resp.body()).lower();
+        if declared > self.body_cap as u64 {
+            return Err(ScrapeError::TooLarge {
+                url: url(),
+                cap: self.body_cap,
+            });
+        }
         let body = Limited::new(resp.into_body(), self.body_cap)
             .collect()
             .await
@@ -475,6 +529,8 @@ pub(crate) enum Note {
     MergedOnly = 128,
     /// A server page had histograms too large to use.
     OversizedHistograms = 256,
+    /// A server page had no metric family at all: not a metrics page.
+    NotMetrics = 512,
 }
 
 impl OutageLog {
@@ -531,6 +587,7 @@ pub(crate) async fn poll<F, G>(
     G: FnMut(String) -> String,
 {
     let outage = &endpoint.outage;
+    let mut preempted = endpoint.preempt.subscribe();
     let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(10)));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // `shutdown` first in each wait: once it is cancelled no scrape is started, and none in
@@ -546,9 +603,12 @@ pub(crate) async fn poll<F, G>(
             _ = shutdown.cancelled() => return,
             t = endpoint.one_at_a_time() => t,
         };
+        // Only a preemption asked for once this GET holds the turn drops it.
+        preempted.mark_unchanged();
         let result = tokio::select! {
             biased;
             _ = shutdown.cancelled() => return,
+            _ = preempted.changed() => continue,
             r = endpoint.get(timeout) => r,
         };
         // Released once the page is kept (or the failure noted), at the loop's end.

@@ -115,6 +115,11 @@ pub struct TelemetryObserver {
     /// Where the server's window starts: the scrape taken when the measured phase began
     /// (after warm-up), else the moment it began. `None` before then.
     window_from: Mutex<Option<MonoTime>>,
+    /// The run's stop (a signal, its deadline): the run's own scrapes are not waited for
+    /// once it fires ([`TelemetryObserver::stopped_by`]).
+    run_stop: CancellationToken,
+    /// Which of the run's own scrapes its stop cut, said in the source's detail.
+    cut_by_stop: Mutex<Vec<&'static str>>,
 }
 
 /// What the run knows of its DCGM scraper, to say at its end why it has no page yet.
@@ -172,6 +177,21 @@ fn partly(state: SourceState, held: usize, dropped_into_run: std::time::Duration
     }
 }
 
+/// The server source's state when the run's stop cut its own scrapes (`cut`): said, as the
+/// server section then ends at the interval's last page (or has none).
+fn stopped(state: SourceState, cut: &[&str]) -> SourceState {
+    let what = format!("{} not taken: the run was stopped", cut.join(" and "));
+    match state {
+        SourceState::Available { detail } => SourceState::available(format!(
+            "{detail}; {what} (the server's figures end at the last page before it)"
+        )),
+        SourceState::Unavailable { reason } => {
+            SourceState::unavailable(format!("{reason}; {what}"))
+        }
+        _ => SourceState::unavailable(format!("no page came before the stop; {what}")),
+    }
+}
+
 /// NVML's state, saying which GPUs stopped answering during the run: their figures cover
 /// part of the run, and the totals (power, energy) miss them while they were gone.
 fn with_lost_gpus(state: SourceState, lost: &[u32]) -> SourceState {
@@ -209,6 +229,8 @@ impl TelemetryObserver {
             sources: BTreeMap::new(),
             redactions,
             window_from: Mutex::new(None),
+            run_stop: CancellationToken::new(),
+            cut_by_stop: Mutex::new(Vec::new()),
         };
         // https:// metrics endpoints trust what the target trusts, and present its client
         // certificate; without either the scrapers try the system's roots themselves.
@@ -245,6 +267,33 @@ impl TelemetryObserver {
         observer.start_nvml(cfg, stop).await;
         observer.start_dcgm(cfg, tls, stop);
         observer
+    }
+
+    /// Stops waiting for the run's own server scrapes (the measured phase's first, the
+    /// end's last) and asking the server what it is, once `stop` (the run's stop: a signal,
+    /// its deadline) fires: a slow or silent `/metrics` held a stopping run (and daemon) up
+    /// to two scrape timeouts at each. What was measured is kept, and the server source's
+    /// detail says which scrape the stop cut.
+    pub fn stopped_by(mut self, stop: CancellationToken) -> TelemetryObserver {
+        self.run_stop = stop;
+        self
+    }
+
+    /// Runs `scrape` unless the run's stop fires first (or has): then `None`, and `what`
+    /// is said in the source's detail.
+    async fn unless_stopped<T>(
+        &self,
+        what: &'static str,
+        scrape: impl std::future::Future<Output = Option<T>>,
+    ) -> Option<T> {
+        tokio::select! {
+            biased;
+            () = self.run_stop.cancelled() => {
+                self.cut_by_stop.lock().expect("cut lock").push(what);
+                None
+            }
+            found = scrape => found,
+        }
     }
 
     fn start_server_metrics(
@@ -404,8 +453,12 @@ impl TelemetryObserver {
         // interval's scrapes stopped first, one in flight not waited for); none
         // once a stop's grace period is over (the deadline passed, and a server that left
         // requests hanging would add a scrape timeout and the settle budget to the stop).
+        // Nor once the run was stopped: a stop is not held up by a slow `/metrics`.
         let last = match past_stop_deadline(summary) {
-            false => server.last_scrape(true).await,
+            false => {
+                self.unless_stopped("the run's last scrape", server.last_scrape(true))
+                    .await
+            }
             true => None,
         };
         let to = last.map_or(end, |s| s.at.max(end));
@@ -444,7 +497,12 @@ impl Observer for TelemetryObserver {
             let began = MonoTime::now();
             // After warm-up, wait for the server to count its last warm-up request, so the
             // window's first scrape has them all and the deltas none.
-            let first = server.settled_scrape(warmup_requests > 0).await;
+            let first = self
+                .unless_stopped(
+                    "the measured phase's first scrape",
+                    server.settled_scrape(warmup_requests > 0),
+                )
+                .await;
             *self.window_from.lock().expect("window lock") = Some(first.map_or(began, |s| s.at));
         })
     }
@@ -496,6 +554,10 @@ impl Observer for TelemetryObserver {
                 telemetry.server = Some(self.server_section(server, t0, end, summary).await);
                 telemetry.series.server = server_series(&server.run_window(t0, end), t0);
                 let mut state = server.state();
+                let cut = self.cut_by_stop.lock().expect("cut lock").clone();
+                if !cut.is_empty() {
+                    state = stopped(state, &cut);
+                }
                 if let Some((held, dropped)) = server.dropped_since(t0) {
                     state = partly(state, held, dropped.since(t0));
                 }
@@ -523,7 +585,19 @@ impl Observer for TelemetryObserver {
             telemetry.series.gpu = gpu_series(&gpu_samples, t0, GPU_ROUND);
             let mut context = self.context(&telemetry);
             if let Some((base, tls)) = &self.server_base {
-                let found = server_context(base, tls.clone(), SERVER_INFO_TIMEOUT).await;
+                let found = match self.run_stop.is_cancelled() {
+                    // Up to SERVER_INFO_TIMEOUT more for a stopping run: not asked.
+                    true => {
+                        const WHY: &str = "not asked: the run was stopped";
+                        canary_core::ServerContext {
+                            engine: Known::unavailable(WHY),
+                            version: Known::unavailable(WHY),
+                            model: Known::unavailable(WHY),
+                            max_model_len: Known::unavailable(WHY),
+                        }
+                    }
+                    false => server_context(base, tls.clone(), SERVER_INFO_TIMEOUT).await,
+                };
                 let s = &mut context.server;
                 s.version = found.version;
                 s.model = found.model;

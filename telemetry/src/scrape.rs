@@ -141,7 +141,7 @@ impl ServerMetricsScraper {
             h.timeout,
             &h.state,
             h.interval_stop.clone(),
-            |text, at| SourceState::available(h.ingest(&text, at)),
+            |text, at| h.keep_page(&text, at).0,
             |reason| h.failed(reason),
         );
         tokio::select! {
@@ -163,9 +163,34 @@ impl ServerMetrics {
         reason
     }
 
+    /// Maps and keeps a page, and sets the source's state from it: available with its detail
+    /// (see [`ServerMetrics::ingest`]), or unavailable when no metric family could be read
+    /// from it at all (an auth proxy's JSON, junk): such a page is not kept. The reason is
+    /// returned too.
+    fn keep_page(&self, text: &str, at: MonoTime) -> (SourceState, Option<String>) {
+        match self.ingest(text, at) {
+            Ok(detail) => {
+                self.said.clear(Note::NotMetrics);
+                (SourceState::available(detail), None)
+            }
+            Err(why) => {
+                if self.said.note(Note::NotMetrics) {
+                    tracing::warn!(
+                        url = %self.endpoint.url,
+                        "server /metrics: unavailable: {why} (said once until a page with \
+                         metrics comes)"
+                    );
+                }
+                let reason = self.failed(why);
+                (SourceState::unavailable(reason.clone()), Some(reason))
+            }
+        }
+    }
+
     /// Maps and keeps a page; returns the source's detail: the URL and engine, and what went
-    /// wrong so far (failed scrapes, parse issues, values left out).
-    fn ingest(&self, text: &str, at: MonoTime) -> String {
+    /// wrong so far (failed scrapes, parse issues, values left out). A page with no metric
+    /// family is not kept: its `Err` says what it held.
+    fn ingest(&self, text: &str, at: MonoTime) -> Result<String, String> {
         // Only what an engine's mapping reads, unless the whole page is to be kept: a page of
         // 200,000 samples no engine reads took ~0.5 GB parsed, every scrape.
         let page = match self.keep_raw {
@@ -174,6 +199,9 @@ impl ServerMetrics {
                 crate::engine::read_by_some_engine(name)
             }),
         };
+        if page.families.is_empty() {
+            return Err(no_metrics(&self.endpoint.url, text, &page));
+        }
         let issues = page.errors.clone();
         let sample = ServerSample::from_scrape_for(page, at, self.keep_raw, self.model.as_deref());
         let mut what = match sample.engine {
@@ -267,28 +295,72 @@ impl ServerMetrics {
             );
         }
         self.ring.push(sample);
-        detail
+        Ok(detail)
     }
 
-    /// Scrapes once now (outside the interval) and keeps the sample. It waits for an interval
-    /// scrape in flight (up to the scrape timeout); at the end of a run use
-    /// [`ServerMetrics::last_scrape`], which stops the interval's first.
+    /// Scrapes once now (outside the interval) and keeps the sample, all within one scrape
+    /// timeout: the wait for an interval scrape in flight (one at a time, so pages are kept
+    /// in the server's order), the GET, and the page's parse (off the async workers; a page
+    /// still being read when the time is up is kept once read, in order, and this returns
+    /// [`ScrapeError::SlowParse`]). At the end of a run use [`ServerMetrics::last_scrape`],
+    /// which stops the interval's first.
     pub async fn scrape_now(&self) -> Result<ServerSample, ScrapeError> {
-        // Not beside the interval's scrape: the pages are kept in the order the server wrote
-        // them.
-        let _turn = self.endpoint.one_at_a_time().await;
-        match self.endpoint.get(self.timeout).await {
-            Ok((text, at)) => {
-                let detail = self.ingest(&text, at);
-                self.state.set(SourceState::available(detail));
-                Ok(self.ring.at_or_before(at).unwrap_or_default())
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let url = || self.endpoint.url.clone();
+        // An interval scrape waiting on its GET gives way (its page, older, is not kept).
+        self.endpoint.preempt();
+        let turn =
+            match tokio::time::timeout_at(deadline, self.endpoint.one_at_a_time_owned()).await {
+                Ok(turn) => turn,
+                Err(_) => {
+                    // The scrape holding the turn (an interval page being read) sets the
+                    // source's state itself when done: only noted here.
+                    let e = ScrapeError::Busy {
+                        url: url(),
+                        timeout: self.timeout,
+                    };
+                    self.failed(http::error_chain(&e));
+                    return Err(e);
+                }
+            };
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let (text, at) = match self.endpoint.get(left).await {
+            Ok(page) => page,
+            // Said with the scrape's whole time: the wait for the turn was part of it.
+            Err(ScrapeError::Timeout { url, .. }) => {
+                return Err(self.scrape_failed(ScrapeError::Timeout {
+                    url,
+                    timeout: self.timeout,
+                }))
             }
-            Err(e) => {
-                let reason = self.failed(http::error_chain(&e));
-                self.state.set(SourceState::unavailable(reason));
-                Err(e)
+            Err(e) => return Err(self.scrape_failed(e)),
+        };
+        let me = self.clone();
+        let kept = tokio::task::spawn_blocking(move || {
+            // The turn is held until the page is kept, even when no one waits any more.
+            let _turn = turn;
+            let (state, unread) = me.keep_page(&text, at);
+            me.state.set(state);
+            match unread {
+                Some(reason) => Err(ScrapeError::NoMetrics { reason }),
+                None => Ok(me.ring.at_or_before(at).unwrap_or_default()),
             }
+        });
+        match tokio::time::timeout_at(deadline, kept).await {
+            Ok(Ok(kept)) => kept,
+            Ok(Err(join)) => std::panic::resume_unwind(join.into_panic()),
+            Err(_) => Err(ScrapeError::SlowParse {
+                url: url(),
+                timeout: self.timeout,
+            }),
         }
+    }
+
+    /// Records a scrape that got no page and sets the source unavailable; returns `e`.
+    fn scrape_failed(&self, e: ScrapeError) -> ScrapeError {
+        let reason = self.failed(http::error_chain(&e));
+        self.state.set(SourceState::unavailable(reason));
+        e
     }
 
     /// Scrapes now and, when `settle` is set, again every [`SETTLE_STEP`] until two scrapes
@@ -410,6 +482,25 @@ impl ServerMetrics {
     }
 }
 
+/// Why a page with no metric family is not a metrics page: what it held (its first
+/// characters, escaped) and how many of its lines could not be read.
+fn no_metrics(url: &str, text: &str, page: &prometheus::Scrape) -> String {
+    let unread = page.errors.len().max(page.skipped_lines);
+    let start: String = text.trim_start().chars().take(60).collect();
+    let held = match (
+        start.is_empty(),
+        text.trim_start().chars().nth(60).is_some(),
+    ) {
+        (true, _) => "an empty page".to_owned(),
+        (false, more) => format!(
+            "{unread} line(s) that could not be read as Prometheus text, beginning {:?}{}",
+            start,
+            if more { "…" } else { "" }
+        ),
+    };
+    format!("{url}: not a metrics page, no metric family read: {held}")
+}
+
 /// Time between the scrapes of [`ServerMetrics::settled_scrape`].
 pub const SETTLE_STEP: Duration = Duration::from_millis(25);
 /// Scrapes [`ServerMetrics::settled_scrape`] adds at most.
@@ -441,7 +532,11 @@ pub async fn probe_server_metrics(
     };
     match endpoint.get(timeout).await {
         Ok((text, at)) => {
-            let s = ServerSample::from_scrape(prometheus::parse(&text), at, false);
+            let page = prometheus::parse(&text);
+            if page.families.is_empty() {
+                return SourceState::unavailable(no_metrics(url, &text, &page));
+            }
+            let s = ServerSample::from_scrape(page, at, false);
             match s.engine {
                 Some(canary_core::Engine::Unknown) => SourceState::available(format!(
                     "{url}: unknown engine, {} metric families",

@@ -11,6 +11,7 @@ mod fixtures;
 mod fuzz;
 mod gpu_sources;
 mod growth;
+mod hostile_metrics;
 mod models;
 mod nvml;
 mod scrape_order;

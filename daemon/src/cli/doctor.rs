@@ -343,14 +343,21 @@ pub(crate) async fn get(
         .headers()
         .get(http::header::CONTENT_TYPE)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let too_large = || {
+        anyhow::anyhow!(
+            "{path}: the body is over {} MiB, the most doctor reads",
+            MODELS_BODY_LIMIT >> 20
+        )
+    };
+    // A declared length over the cap is refused at the head, not waited on (audit F10).
+    if hyper::body::Body::size_hint(resp.body()).lower() > MODELS_BODY_LIMIT as u64 {
+        return Err(too_large());
+    }
     let body = http_body_util::Limited::new(resp.into_body(), MODELS_BODY_LIMIT)
         .collect()
         .await
         .map_err(|e| match e.is::<http_body_util::LengthLimitError>() {
-            true => anyhow::anyhow!(
-                "{path}: the body is over {} MiB, the most doctor reads",
-                MODELS_BODY_LIMIT >> 20
-            ),
+            true => too_large(),
             false => anyhow::anyhow!("{path}: reading the body: {e}"),
         })?;
     Ok((status, content_type, body.to_bytes()))
@@ -484,6 +491,46 @@ mod tests {
         let target = canary_replay::Target::root_of(&format!("http://127.0.0.1:{port}")).unwrap();
         let path = target.models_path();
         let e = get(&target, &path).await.unwrap_err();
+        assert_eq!(
+            format!("{e:#}"),
+            "/v1/models: the body is over 1 MiB, the most doctor reads"
+        );
+    }
+
+    // Hostile audit 2, F10: a `Content-Length` far over the cap, the body then stalled, is
+    // refused at the head with the over-cap reason; it used to wait out the timeout.
+    #[tokio::test]
+    async fn a_declared_length_over_the_cap_is_refused_at_the_head() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let mut request = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = conn.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                      content-length: 99999999999999999\r\n\r\n{}",
+                );
+                // Silent from here on, the connection open.
+                held.push(conn);
+            }
+        });
+        let target = canary_replay::Target::root_of(&format!("http://127.0.0.1:{port}")).unwrap();
+        let path = target.models_path();
+        // `get` has no timeout of its own (its callers bound it): before, this never ended.
+        let e = tokio::time::timeout(std::time::Duration::from_secs(20), get(&target, &path))
+            .await
+            .expect("refused at the head, not waited on")
+            .unwrap_err();
         assert_eq!(
             format!("{e:#}"),
             "/v1/models: the body is over 1 MiB, the most doctor reads"

@@ -2028,3 +2028,37 @@ fn an_interrupted_sweep_says_so_and_names_the_points_not_run() {
         "{doc:#}"
     );
 }
+
+// Hostile audit 2, F8: a metrics endpoint that is down is warned about once for the sweep, as
+// the daemon does across its runs and the README says, not once per point (three here).
+#[test]
+fn a_metrics_endpoint_that_is_down_is_warned_about_once_per_sweep() {
+    let _shared = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, url) = capacity_sim(dir.path());
+    // A loopback port that refuses: bound, then closed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let metrics = format!("http://{}/metrics", closed.local_addr().unwrap());
+    drop(closed);
+    let out = sweep(
+        dir.path(),
+        &url,
+        &[
+            "--concurrency",
+            "1,2,3",
+            "--request-count",
+            "4",
+            "--server-metrics-url",
+            &metrics,
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.matches("metrics endpoint unavailable").count(),
+        1,
+        "{stderr}"
+    );
+    let doc = sweep_json(dir.path());
+    assert_eq!(doc["points"].as_array().unwrap().len(), 3, "{stderr}");
+}

@@ -204,6 +204,7 @@ async fn run_once(
 ) -> Result<Option<Judged>> {
     let mut observe = pargs.shape.telemetry.observe(&plan.replay.target);
     observe.take_known(known);
+    share_outages(&mut observe.telemetry);
     let front = OneShot::start(&mut plan, &pargs.shape.export, pargs.shape.criteria())?;
     let progress = Arc::new(canary_replay::Progress::default());
     let display = ProgressDisplay::start(progress.clone());
@@ -221,6 +222,33 @@ async fn run_once(
         }
     }
     run
+}
+
+/// Per scraped source and URL: whether its outage (and each trouble of its pages) was warned
+/// about, shared by the sweep's points as the daemon's runs share theirs, so a metrics
+/// endpoint that is down is said once, not once per point or probe.
+type Outages = std::sync::Mutex<
+    std::collections::HashMap<(&'static str, String), canary_telemetry::OutageLog>,
+>;
+
+/// Gives `telemetry`'s scrapers the outage logs of the sweep's earlier points.
+fn share_outages(telemetry: &mut canary_telemetry::Config) {
+    static OUTAGES: std::sync::OnceLock<Outages> = std::sync::OnceLock::new();
+    let mut outages = OUTAGES
+        .get_or_init(Outages::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let mut log = |source, url: &Option<String>, log: &mut canary_telemetry::OutageLog| {
+        if let Some(url) = url {
+            *log = outages.entry((source, url.clone())).or_default().clone();
+        }
+    };
+    log(
+        "server_metrics",
+        &telemetry.server_metrics_url,
+        &mut telemetry.server_metrics_outage,
+    );
+    log("dcgm", &telemetry.dcgm_url, &mut telemetry.dcgm_outage);
 }
 
 /// Warns, once before the first point, when no flag sets a point's length: each then sends
