@@ -77,10 +77,11 @@ fn metrics_say_error(status: u16) {
     assert_eq!(one("canaryd_runs_total", "interrupted"), None, "{text}");
 }
 
-/// A concurrency sweep of 2 points, each a closed loop of 10 requests with the default 10 min
-/// request timeout, against a target that never answers: the first point's `run_deadline` of
-/// 3 s cuts it before any request ended. The sweep's verdict is that error, naming the point
-/// (its first of 2); the second point never ran.
+/// A concurrency sweep of 2 points, each a closed loop of 10 requests after 1 warm-up request,
+/// with the default 10 min request timeout, against a target that never answers: the first
+/// point's `run_deadline` of 3 s cuts it during its warm-up, before it measured a request. The
+/// sweep's verdict is that error, naming the point (its first of 2), recorded (not a skip);
+/// the second point never ran.
 #[test]
 fn a_sweep_whose_first_point_is_cut_ends_with_the_cut_error_not_interrupted() {
     let tmp = tempfile::tempdir().unwrap();
@@ -91,12 +92,14 @@ fn a_sweep_whose_first_point_is_cut_ends_with_the_cut_error_not_interrupted() {
         port,
         "",
         "kind = \"sweep\"\nsweep_concurrency = [2, 4]\ncooldown = \"100ms\"\n\
-         request_count = 10\nisl = 50\nosl = 5\nrun_deadline = \"3s\"",
+         request_count = 10\nisl = 50\nosl = 5\nwarmup_requests = 1\nrun_deadline = \"3s\"",
     );
     let (_d, status) = common::daemon_on_own_port(dir, &config, "daemon.log", &[]);
     let run = finished_run(dir, status, 60);
     let verdict = run["verdict"].as_str().unwrap();
     assert_eq!(run["verdict_kind"], "error", "{run}");
+    // Cut before it measured anything (a warm-up request is not measured).
+    assert_eq!(run["figures"]["requests"], 0, "{run}");
     assert!(
         verdict.starts_with("error: run deadline 3s passed"),
         "{run}"
