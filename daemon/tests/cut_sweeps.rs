@@ -72,8 +72,16 @@ fn metrics_say_error(status: u16) {
             .find(|l| l.starts_with(&format!("{name}{{workload=\"w\",verdict=\"{kind}\"}} ")))
             .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
     };
-    assert_eq!(one("canaryd_last_run_verdict", "error"), Some(1.0), "{text}");
-    assert_eq!(one("canaryd_last_run_verdict", "interrupted"), Some(0.0), "{text}");
+    assert_eq!(
+        one("canaryd_last_run_verdict", "error"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        one("canaryd_last_run_verdict", "interrupted"),
+        Some(0.0),
+        "{text}"
+    );
     assert_eq!(one("canaryd_runs_total", "interrupted"), None, "{text}");
 }
 
@@ -115,7 +123,10 @@ fn a_sweep_whose_first_point_is_cut_ends_with_the_cut_error_not_interrupted() {
     assert_ne!(doc["interrupted"], true, "{doc:#}");
     assert_eq!(doc["points"].as_array().map(Vec::len), Some(1), "{doc:#}");
     let point_verdict = doc["points"][0]["verdict"].as_str().unwrap_or_default();
-    assert!(point_verdict.starts_with("error: run deadline 3s"), "{doc:#}");
+    assert!(
+        point_verdict.starts_with("error: run deadline 3s"),
+        "{doc:#}"
+    );
     assert_eq!(doc["not_run"], serde_json::json!(["c4"]), "{doc:#}");
     metrics_say_error(status);
 }
@@ -145,7 +156,10 @@ fn a_capacity_search_whose_probe_is_cut_ends_with_the_cut_error_not_interrupted(
         verdict.starts_with("error: target unresponsive: 5 consecutive requests got nothing back"),
         "{run}"
     );
-    assert!(verdict.contains("(at the probe at 4 req/s, probe 1)"), "{run}");
+    assert!(
+        verdict.contains("(at the probe at 4 req/s, probe 1)"),
+        "{run}"
+    );
     assert!(!verdict.contains("interrupted"), "{run}");
     let artifacts = Path::new(run["artifacts"].as_str().unwrap());
     let file = std::fs::read_to_string(artifacts.join("verdict.json")).unwrap();
@@ -179,8 +193,7 @@ fn a_cut_run_is_not_called_interrupted_in_its_summary_or_api_runs() {
     );
     let artifacts = Path::new(run["artifacts"].as_str().unwrap());
     let summary: Value =
-        serde_json::from_slice(&std::fs::read(artifacts.join("summary.json")).unwrap())
-            .unwrap();
+        serde_json::from_slice(&std::fs::read(artifacts.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["interrupted"], false, "{summary:#}");
     let cut = summary["cut"].as_str().unwrap_or_default();
     assert!(cut.starts_with("run deadline 2s passed"), "{summary:#}");

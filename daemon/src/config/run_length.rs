@@ -315,7 +315,10 @@ mod tests {
             "[targets.t]\nurl = \"http://127.0.0.1:1\"\nmodel = \"m\"\n[workloads.w]\n\
              target = \"t\"\nevery = \"1m\"\n{keys}"
         );
-        let (file, base) = (std::path::Path::new("canaryd.toml"), std::path::Path::new("/"));
+        let (file, base) = (
+            std::path::Path::new("canaryd.toml"),
+            std::path::Path::new("/"),
+        );
         crate::config::Config::parse(&text, file, base)
             .unwrap()
             .workloads

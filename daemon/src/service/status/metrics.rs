@@ -819,7 +819,10 @@ mod tests {
         );
         m.set_start_late("w", std::time::Duration::ZERO);
         let text = m.render();
-        assert!(text.contains(&format!("\n{name}{{workload=\"w\"}} 0\n")), "{text}");
+        assert!(
+            text.contains(&format!("\n{name}{{workload=\"w\"}} 0\n")),
+            "{text}"
+        );
         assert!(text.contains(&format!("# TYPE {name} gauge\n")), "{text}");
         // A reload that takes the workload out ends its series.
         m.retain_workloads(&["v".to_string()]);
