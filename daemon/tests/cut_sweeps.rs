@@ -195,6 +195,15 @@ fn a_cut_run_is_not_called_interrupted_in_its_summary_or_api_runs() {
     let summary: Value =
         serde_json::from_slice(&std::fs::read(artifacts.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["interrupted"], false, "{summary:#}");
+    // It follows the summary's schema, `cut` included.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/summary.schema.json");
+    let schema: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let schema = jsonschema::draft202012::new(&schema).unwrap();
+    let errors: Vec<String> = schema
+        .iter_errors(&summary)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
     let cut = summary["cut"].as_str().unwrap_or_default();
     assert!(cut.starts_with("run deadline 2s passed"), "{summary:#}");
     assert_eq!(run["figures"]["interrupted"], false, "{run}");
