@@ -20,8 +20,20 @@ pub const SUMMARY_SCHEMA_VERSION: u32 = 3;
 /// What a run produced.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunOutcome {
-    /// True when a stop signal cut the run short.
+    /// True when the run was stopped before its end: by a stop signal, or by its own limits
+    /// (`cut` then says which). Not written as such: `summary.json`'s `interrupted` is
+    /// [`RunOutcome::signalled`].
+    #[serde(skip)]
     pub interrupted: bool,
+    /// `summary.json`'s `interrupted`: a stop signal cut the run short. False when its own
+    /// limits stopped it (`cut`): no signal came.
+    #[serde(rename = "interrupted")]
+    pub signalled: bool,
+    /// Why the run's own limits stopped it (a run deadline passed, a target answered
+    /// nothing; the daemon's `run_deadline` and unresponsive cut-off), its figures those
+    /// measured until then; absent when they did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut: Option<String>,
     /// Scheduled requests never sent because the run stopped; `None` (`null`) when nobody
     /// can know, and `unsent_unknown` says why (a closed loop bounded by time, stopped before
     /// its end: what its users would have sent in the time left was the server's pace).

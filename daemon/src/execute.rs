@@ -235,6 +235,9 @@ pub async fn execute(
     config.on_in_flight_cap = Some(canary_replay::CapHook(Arc::new(move |cap| {
         crate::file_limit::warn_if_short(&setting, asked, cap)
     })));
+    // `summary.json` says the cut (`cut`), and no signal (`interrupted` false).
+    let why = cutoff.clone();
+    config.stop_reason = Some(canary_replay::StopReason(Arc::new(move || why.why())));
     let deadline = cutoff.arm(limits.deadline);
     let outcome = canary_replay::run_work(
         config,
@@ -255,7 +258,7 @@ pub async fn execute(
     // Judge. A shard that owns none of the window's requests did all it was asked: it passes,
     // with nothing to judge (no gate can be missed by no request).
     // A run its limits stopped is that error, not a signal's interruption.
-    let cut = cutoff.why().filter(|_| outcome.interrupted);
+    let cut = outcome.cut.clone();
     let verdict = match (&cut, empty_shard) {
         (Some(why), _) => Some(Verdict::error(why.clone())),
         (None, Some(_)) if !outcome.interrupted => Some(Verdict {

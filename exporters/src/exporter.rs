@@ -583,7 +583,13 @@ impl OtlpExporter {
                 r.add_attribute("canary.run.requests", s.requests as i64);
                 r.add_attribute("canary.run.errors", s.errors as i64);
                 r.add_attribute("canary.run.duration_s", s.duration_s);
-                r.add_attribute("canary.run.interrupted", o.interrupted);
+                // A signal's interruption; a run its own limits stopped (a run deadline, a
+                // target that answered nothing) says so as `canary.run.cut` (its verdict is
+                // that error), not as interrupted.
+                r.add_attribute("canary.run.interrupted", o.signalled);
+                if let Some(why) = &o.cut {
+                    r.add_attribute("canary.run.cut", why.clone());
+                }
                 if o.interrupted {
                     // How much of the run the stop left out (an estimate when the run says so).
                     // Unknown (a closed loop bounded by time): no count, the reason instead.

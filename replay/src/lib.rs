@@ -79,7 +79,7 @@ pub use results::{
 };
 pub use run::{
     run, run_work, Balance, Cancellation, CapHook, ClosedLoopWork, Config, Pace, PlannedLoad,
-    Progress, RateWork, ReplayError, Work, MAX_WARMUP_REQUESTS,
+    Progress, RateWork, ReplayError, StopReason, Work, MAX_WARMUP_REQUESTS,
 };
 pub use schedule::{Schedule, Session, Timing, TurnDue};
 pub use sse::{EventTooLarge, SseEvent, SseParser};

@@ -41,7 +41,7 @@ mod sessions;
 mod setup;
 mod work;
 pub use cancel::Cancellation;
-pub use config::{CapHook, Config, MAX_WARMUP_REQUESTS};
+pub use config::{CapHook, Config, StopReason, MAX_WARMUP_REQUESTS};
 pub use replicas::Balance;
 use replicas::Replicas;
 use request_runtime::RequestRuntime;

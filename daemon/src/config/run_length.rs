@@ -245,3 +245,120 @@ pub fn overrun_warning(w: &Workload, replay: Option<Duration>) -> Option<String>
         s(gap),
     ))
 }
+
+/// How far past its period a closed loop of a request count can run against a target that
+/// accepts requests and answers too few of them to trip the unresponsive cut-off, before
+/// [`unanswered_warning`] says so.
+pub const UNANSWERED_PERIODS: u32 = 3;
+
+/// Why a run of `w` (its target's `request_timeout` `timeout`) can last far longer than its
+/// period against a target that accepts requests and answers too few of them to trip the
+/// unresponsive cut-off ([`crate::run_deadline::UNRESPONSIVE_AFTER`] in a row): a closed loop
+/// of a request count, its users each sending their share one after another, each waiting the
+/// whole `timeout` (audit finding 2). Its run deadline (`run_deadline`, or the default,
+/// [`crate::run_deadline::default_for`]) bounds it: the bound said is the lesser of the two
+/// (both upper bounds, the grace period after a deadline aside).
+pub fn unanswered_warning(w: &Workload, timeout: Duration) -> Option<String> {
+    let Some(Synthetic::ClosedLoop(c)) = &w.synthetic else {
+        return None;
+    };
+    // One bounded by a duration too ends then, but for the requests in flight.
+    let (Some(count), None) = (c.extent.count, c.extent.duration) else {
+        return None;
+    };
+    let period = w.cadence.shortest_gap()?;
+    let users = c.users.max(1) as u64;
+    let rounds = u32::try_from(count.div_ceil(users)).unwrap_or(u32::MAX);
+    let worst = timeout.saturating_mul(rounds);
+    let (deadline, which) = match w.run_deadline {
+        Some(d) => (d, "run_deadline"),
+        None => (
+            crate::run_deadline::default_for(w, None),
+            "the default run deadline",
+        ),
+    };
+    let bound = worst.min(deadline);
+    if bound <= period.saturating_mul(UNANSWERED_PERIODS) {
+        return None;
+    }
+    let requests = format!(
+        "{count} requests by {users} user(s), one after another, each waiting request_timeout \
+         {timeout:?}"
+    );
+    let how = match worst <= deadline {
+        true => format!(
+            "an upper bound: {requests}; within {which} {}",
+            crate::run_deadline::human(deadline)
+        ),
+        false => format!(
+            "an upper bound: {which} {} stops it there; {requests} would take {worst:?}",
+            crate::run_deadline::human(deadline)
+        ),
+    };
+    Some(format!(
+        "a run can last up to {bound:?} ({how}) against a target that accepts requests and \
+         answers too few of them to trip the unresponsive cut-off ({} in a row that got nothing \
+         back), more than {UNANSWERED_PERIODS} times its period {period:?}: its due runs are \
+         skipped meanwhile (canaryd_skips_total{{reason=\"overrun\"}}); a shorter \
+         request_timeout on target {} or a shorter run_deadline bounds it",
+        crate::run_deadline::UNRESPONSIVE_AFTER,
+        w.target
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload(keys: &str) -> Workload {
+        let text = format!(
+            "[targets.t]\nurl = \"http://127.0.0.1:1\"\nmodel = \"m\"\n[workloads.w]\n\
+             target = \"t\"\nevery = \"1m\"\n{keys}"
+        );
+        let (file, base) = (
+            std::path::Path::new("canaryd.toml"),
+            std::path::Path::new("/"),
+        );
+        crate::config::Config::parse(&text, file, base)
+            .unwrap()
+            .workloads
+            .remove(0)
+    }
+
+    /// 10 requests by 2 users, 10 min each: 50 min, under the default deadline (1 h, the
+    /// floor for a 1 min period), said with it; 100 requests: 500 min, past it, so the bound
+    /// is the deadline; a run_deadline given is the one said; one under 3 periods, nothing.
+    #[test]
+    fn the_unanswered_warning_says_the_run_deadline_that_bounds_it() {
+        let timeout = Duration::from_secs(600);
+        let w = workload("request_count = 10\nconcurrency = 2\n");
+        let got = unanswered_warning(&w, timeout).unwrap();
+        assert!(
+            got.starts_with(
+                "a run can last up to 3000s (an upper bound: 10 requests by 2 user(s), one after \
+                 another, each waiting request_timeout 600s; within the default run deadline 1h)"
+            ),
+            "{got}"
+        );
+        let w = workload("request_count = 100\nconcurrency = 2\n");
+        let got = unanswered_warning(&w, timeout).unwrap();
+        assert!(
+            got.starts_with(
+                "a run can last up to 3600s (an upper bound: the default run deadline 1h stops \
+                 it there; 100 requests by 2 user(s), one after another, each waiting \
+                 request_timeout 600s would take 30000s)"
+            ),
+            "{got}"
+        );
+        let w = workload("request_count = 100\nconcurrency = 2\nrun_deadline = \"20m\"\n");
+        let got = unanswered_warning(&w, timeout).unwrap();
+        assert!(
+            got.starts_with("a run can last up to 1200s (an upper bound: run_deadline 20m stops"),
+            "{got}"
+        );
+        assert!(got.contains("more than 3 times its period 60s"), "{got}");
+        // Bounded under 3 periods by its deadline: nothing to say.
+        let w = workload("request_count = 100\nconcurrency = 2\nrun_deadline = \"3m\"\n");
+        assert_eq!(unanswered_warning(&w, timeout), None);
+    }
+}

@@ -500,6 +500,8 @@ impl Daemon {
             None => std::time::Duration::ZERO,
         };
         self.metrics.set_turn_wait(&w.name, turn_wait);
+        self.metrics
+            .set_start_late(&w.name, start.late.unwrap_or_default());
         if let Some(late) = start.late {
             tracing::info!(
                 workload = %w.name,
@@ -1029,37 +1031,12 @@ impl Daemon {
     }
 }
 
-/// How far past its period a closed loop of a request count can run against a target that
-/// accepts and never answers, before this is said (runs have no deadline).
-const UNANSWERED_PERIODS: u32 = 3;
-
-/// Why a run of `w` can last far longer than its period when its target accepts requests
-/// and never answers: a closed loop of a request count, its users each sending their share
-/// one after another, each waiting the target's whole `request_timeout` (audit finding 2).
+/// Why a run of `w` can last far longer than its period against a target that accepts
+/// requests and answers too few of them to trip the unresponsive cut-off, its run deadline said
+/// ([`crate::config::run_length::unanswered_warning`]).
 fn unbounded_run(config: &Config, w: &Workload) -> Option<String> {
-    let Some(crate::config::shape::Synthetic::ClosedLoop(c)) = &w.synthetic else {
-        return None;
-    };
-    // One bounded by a duration too ends then, but for the requests in flight.
-    let (Some(count), None) = (c.extent.count, c.extent.duration) else {
-        return None;
-    };
     let timeout = config.targets.get(&w.target)?.request_timeout;
-    let period = w.cadence.shortest_gap()?;
-    let users = c.users.max(1) as u64;
-    let rounds = u32::try_from(count.div_ceil(users)).unwrap_or(u32::MAX);
-    let worst = timeout.saturating_mul(rounds);
-    (worst > period.saturating_mul(UNANSWERED_PERIODS)).then(|| {
-        format!(
-            "a run can last up to {worst:?} (an upper bound: {count} requests by {users} user(s), \
-             one after another, each waiting request_timeout {timeout:?}) against a target that \
-             accepts requests and never answers, more than {UNANSWERED_PERIODS} times its \
-             period {period:?}: runs have no deadline, and its due runs are skipped meanwhile \
-             (canaryd_skips_total{{reason=\"overrun\"}}); a shorter request_timeout on target \
-             {} bounds it",
-            w.target
-        )
-    })
+    crate::config::run_length::unanswered_warning(w, timeout)
 }
 
 /// `t` in Unix ms (0 before the epoch, as [`crate::service::history::now_unix_ms`]).

@@ -81,6 +81,20 @@ pub struct Config {
     /// included): the ceiling counts the files the run opened itself, which a caller
     /// checking the open-file limit earlier cannot know.
     pub on_in_flight_cap: Option<CapHook>,
+    /// Asked, when the run was stopped before its end, why its caller's own limits stopped
+    /// it (a deadline, a target that answered nothing); `None`: they did not (a signal did).
+    /// `summary.json` says it as `cut`, and its `interrupted` is then false.
+    pub stop_reason: Option<StopReason>,
+}
+
+/// Why a run's caller stopped it ([`Config::stop_reason`]).
+#[derive(Clone)]
+pub struct StopReason(pub Arc<dyn Fn() -> Option<String> + Send + Sync>);
+
+impl std::fmt::Debug for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StopReason")
+    }
 }
 
 /// A callback given the run's [`InFlightCap`] ([`Config::on_in_flight_cap`]).
@@ -133,6 +147,7 @@ impl Config {
             slice_duration: None,
             own_runtime: true,
             on_in_flight_cap: None,
+            stop_reason: None,
         }
     }
 }

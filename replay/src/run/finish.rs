@@ -58,8 +58,14 @@ pub(super) async fn finish(
     if let Some(b) = &client_bottleneck {
         tracing::warn!("{b}");
     }
+    let cut = match ended.interrupted {
+        true => ctx.config.stop_reason.as_ref().and_then(|why| (why.0)()),
+        false => None,
+    };
     let outcome = RunOutcome {
         interrupted: ended.interrupted,
+        signalled: ended.interrupted && cut.is_none(),
+        cut,
         unsent,
         unsent_estimated,
         unsent_unknown,

@@ -783,6 +783,17 @@ async fn with_start_when_free_a_run_due_during_the_previous_starts_when_it_ends(
     );
     // A late start is not a skip.
     let text = d.metrics.render();
+    // /metrics says how late the last run started, the same measure as its verdict.json.
+    let gauge = |text: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("canaryd_last_run_start_late_seconds{workload=\"w\"} "))
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    let said = late["start_late_ms"].as_f64().unwrap() / 1000.0;
+    assert!(
+        gauge(&text).is_some_and(|g| (g - said).abs() < 1e-9 && g > 0.0),
+        "{said}: {text}"
+    );
     for reason in ["overrun", "turn", "stopping"] {
         let none = format!("canaryd_skips_total{{workload=\"w\",reason=\"{reason}\"}} 0\n");
         assert!(text.contains(&none), "{text}");

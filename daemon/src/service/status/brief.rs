@@ -21,6 +21,10 @@ pub struct RunBrief {
     pub target: String,
     /// Wall-clock start, Unix ms.
     pub started_unix_ms: i64,
+    /// When it was due (its tick, Unix ms; before jitter and any wait), as its `verdict.json`
+    /// says; absent for a run recorded without it (an older canaryd's, a recovered one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due_unix_ms: Option<i64>,
     /// Wall-clock end, Unix ms.
     pub finished_unix_ms: i64,
     /// The verdict in words (`fail: …`).
@@ -68,8 +72,12 @@ pub struct Figures {
     pub errors: Option<u64>,
     /// First send to last end, seconds.
     pub duration_s: Option<f64>,
-    /// Cut short by a stop.
+    /// Cut short by a stop signal (not by the run's own limits: `cut`).
     pub interrupted: Option<bool>,
+    /// Why the run's own limits stopped it (a run deadline, a target that answered nothing);
+    /// absent when they did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut: Option<String>,
     /// Share of requests meeting every SLO.
     pub good_request_fraction: Option<f64>,
     /// Client-side TTFT, ms.
@@ -124,6 +132,7 @@ pub struct SummaryBrief {
     errors: Option<u64>,
     duration_s: Option<f64>,
     interrupted: Option<bool>,
+    cut: Option<String>,
     time_to_first_token: Option<Quantiles>,
     inter_token_latency: Option<Quantiles>,
     request_latency: Option<Quantiles>,
@@ -186,6 +195,7 @@ impl SummaryBrief {
             errors: self.errors,
             duration_s: self.duration_s,
             interrupted: self.interrupted,
+            cut: self.cut.clone(),
             good_request_fraction: self.goodput.as_ref().and_then(|g| g.good_request_fraction),
             time_to_first_token: self.time_to_first_token,
             inter_token_latency: self.inter_token_latency,
@@ -219,6 +229,7 @@ impl RunBrief {
             workload: r.run.workload.clone(),
             target: r.run.target.clone(),
             started_unix_ms: r.run.started_unix_ms,
+            due_unix_ms: r.run.due_unix_ms,
             finished_unix_ms: r.run.finished_unix_ms,
             verdict: r.run.verdict.to_string(),
             verdict_kind: r.run.verdict.kind,

@@ -40,6 +40,9 @@ struct State {
     next_run: BTreeMap<String, f64>,
     /// How long each workload's last run waited for its turn on its servers (seconds).
     turn_wait: BTreeMap<String, f64>,
+    /// How long after its tick each workload's last started run started because its previous
+    /// run was still going (`on_overrun = "start_when_free"`; seconds, 0 at its tick).
+    start_late: BTreeMap<String, f64>,
     last: BTreeMap<String, RunBrief>,
     reloads: BTreeMap<&'static str, u64>,
     /// Items exporters dropped, by signal: spans, metric exports, log events (units differ,
@@ -94,6 +97,7 @@ impl StatusMetrics {
             .retain(|w, _| running.get(w).copied().unwrap_or(false));
         s.next_run.retain(|w, _| keep.contains(w));
         s.turn_wait.retain(|w, _| keep.contains(w));
+        s.start_late.retain(|w, _| keep.contains(w));
         s.last.retain(|w, _| keep.contains(w));
         s.configured = Some(keep);
     }
@@ -222,6 +226,17 @@ impl StatusMetrics {
         }
     }
 
+    /// How long after its tick `workload`'s run that just got its turn started because its
+    /// previous run was still going (`on_overrun = "start_when_free"`; its `verdict.json`'s
+    /// `start_late_ms`); zero when it started at its tick.
+    pub fn set_start_late(&self, workload: &str, late: std::time::Duration) {
+        let mut s = self.state.lock().unwrap();
+        if s.shows(workload) {
+            s.start_late
+                .insert(workload.to_string(), late.as_secs_f64());
+        }
+    }
+
     /// Workloads now running.
     pub fn running(&self) -> Vec<String> {
         let s = self.state.lock().unwrap();
@@ -333,6 +348,15 @@ impl State {
             "gauge",
             "How long the workload's last started run waited for its turn on its servers (another workload's run held one), measured; 0 when it waited for none.",
             self.turn_wait
+                .iter()
+                .map(|(w, t)| (format!("workload=\"{}\"", esc(w)), *t)),
+        );
+        write_family(
+            out,
+            "canaryd_last_run_start_late_seconds",
+            "gauge",
+            "How long after its tick the workload's last started run started because its previous run was still going then (on_overrun = \"start_when_free\"), measured; 0 when it started at its tick (its turn wait is canaryd_last_run_turn_wait_seconds). Absent until the workload's first run since start.",
+            self.start_late
                 .iter()
                 .map(|(w, t)| (format!("workload=\"{}\"", esc(w)), *t)),
         );
@@ -777,6 +801,32 @@ mod tests {
         ] {
             assert!(text.contains(&format!("\n{line}\n")), "{line}: {text}");
         }
+    }
+
+    /// `canaryd_last_run_start_late_seconds`: absent until the workload's first run since
+    /// start, then how late the last one started (0 at its tick), beside its turn wait.
+    #[test]
+    fn the_start_late_gauge_is_absent_until_a_run_then_the_last_runs() {
+        let m = StatusMetrics::default();
+        let name = "canaryd_last_run_start_late_seconds";
+        assert!(!m.render().contains(&format!("{name}{{")));
+        m.set_start_late("w", std::time::Duration::from_millis(1500));
+        assert!(
+            m.render()
+                .contains(&format!("\n{name}{{workload=\"w\"}} 1.5\n")),
+            "{}",
+            m.render()
+        );
+        m.set_start_late("w", std::time::Duration::ZERO);
+        let text = m.render();
+        assert!(
+            text.contains(&format!("\n{name}{{workload=\"w\"}} 0\n")),
+            "{text}"
+        );
+        assert!(text.contains(&format!("# TYPE {name} gauge\n")), "{text}");
+        // A reload that takes the workload out ends its series.
+        m.retain_workloads(&["v".to_string()]);
+        assert!(!m.render().contains(&format!("{name}{{")));
     }
 
     /// Each source state reads as its class of [`SOURCE_REASONS`], from the real reasons'

@@ -4,7 +4,9 @@
 //! (`<run>/probe-NN-<rate>rps/`), judged by the workload's SLOs. The run's summary is the
 //! probe at the capacity (the highest passing rate); its verdict is `pass` until the
 //! scheduler compares the capacity with the baseline (`crate::judge::capacity`), `fail` when
-//! no rate passed, `error` when a probe could not run or errored.
+//! no rate passed, `error` when a probe could not run or errored, or its limits cut it (its
+//! run deadline, a target that answered nothing: that error, naming the probe; not
+//! `interrupted`).
 
 use super::{RunContext, RunIds};
 use crate::capacity::{self, Probed, Prober, SearchBounds};
@@ -84,7 +86,13 @@ impl Prober for WorkloadProber<'_> {
                 return stopped(self, super::STOPPED_LOADING);
             }
             Err(e) => return Err(e),
-            Ok((judged, _)) if index == 1 && super::measured_nothing(&judged.outcome) => {
+            // A probe its limits cut (a run deadline, a target that answered nothing) ran:
+            // it is not a skip even when it measured nothing.
+            Ok((judged, _))
+                if judged.cut.is_none()
+                    && index == 1
+                    && super::measured_nothing(&judged.outcome) =>
+            {
                 return stopped(self, super::stopped_before_measuring(&w));
             }
             Ok((judged, _)) => judged,
@@ -100,6 +108,25 @@ impl Prober for WorkloadProber<'_> {
                     reasons: vec![why],
                 };
             }
+        }
+        if let Some(why) = &judged.cut {
+            // No signal's interruption: the search ends with that error, naming the probe,
+            // which is kept (its figures, its verdict) but neither passed nor failed its rate.
+            tracing::info!(
+                workload = %w.name,
+                run = %self.result.run.id,
+                "capacity probe {index} at {} req/s: {verdict}",
+                rate(r)
+            );
+            self.probes.push(CapacityProbe {
+                rate: r,
+                passed: false,
+                verdict: verdict.to_string(),
+                interrupted: false,
+            });
+            let why = format!("{why} (at the probe at {} req/s, probe {index})", rate(r));
+            self.last = Some(judged.outcome);
+            bail!(why);
         }
         let interrupted = judged.outcome.interrupted;
         if verdict.kind == VerdictKind::Error && !interrupted {

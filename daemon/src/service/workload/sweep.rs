@@ -4,7 +4,8 @@
 //! `canaryd sweep`'s own code ([`Point::of_run`]) and the whole by its [`SweepDoc`] (the
 //! knee and the Pareto front, `sweep.json` and `sweep.csv` in the run's folder). The run's
 //! summary is the knee point's (the last point's when there is no knee); its verdict is
-//! `error` when a point could not run or errored, `fail` when a point's target errors were
+//! `error` when a point could not run or errored, or its limits cut it (its run deadline, a
+//! target that answered nothing: that error, naming the point; not `interrupted`), `fail` when a point's target errors were
 //! over the workload's `max_error_rate` (as a latency run's are) or, over request rates with
 //! SLOs, no rate passed (as a capacity search's), else `pass` until the scheduler compares the
 //! knee with the baseline ([`crate::judge::knee`]).
@@ -64,14 +65,12 @@ struct Sweeper<'a> {
 }
 
 impl Sweeper<'_> {
-    /// Runs point `index` (from 1) at `value`: its sweep point, outcome and load
-    /// ([`crate::judge::load::of_plan`]); `Err` only when it could not run. A point that
-    /// ran and failed ([`Point::failed`]) is returned, for `sweep.json` to keep its figures.
-    async fn run_point(
-        &self,
-        index: usize,
-        value: f64,
-    ) -> Result<(Point, RunOutcome, Option<serde_json::Value>)> {
+    /// Runs point `index` (from 1) at `value`: its sweep point, outcome, load
+    /// ([`crate::judge::load::of_plan`]) and why its limits cut it (a run deadline, a target
+    /// that answered nothing; [`crate::execute::Judged::cut`]); `Err` only when it could not
+    /// run. A point that ran and failed ([`Point::failed`]) is returned, for `sweep.json` to
+    /// keep its figures.
+    async fn run_point(&self, index: usize, value: f64) -> Result<PointRun> {
         let (w, spec) = (self.w, self.spec);
         let label = spec.axis.label(value);
         let dir_name = format!("point-{index:02}-{label}");
@@ -99,9 +98,10 @@ impl Sweeper<'_> {
             // Its verdict bounds the capacity at the SLO (`capacity_of`), as a probe's does.
             point.require_rate_held();
         }
-        if index == 1 && super::measured_nothing(&judged.outcome) {
+        let cut = judged.cut.clone();
+        if cut.is_none() && index == 1 && super::measured_nothing(&judged.outcome) {
             // The sweep never started (see [`run`]): no point to speak of.
-            return Ok((point, judged.outcome, None));
+            return Ok((point, judged.outcome, None, None));
         }
         tracing::info!(
             workload = %w.name,
@@ -116,9 +116,12 @@ impl Sweeper<'_> {
                 .map_or("no".into(), crate::judge::capacity::rate)
         );
         let load = judged.info.plan.as_ref().map(crate::judge::load::of_plan);
-        Ok((point, judged.outcome, load))
+        Ok((point, judged.outcome, load, cut))
     }
 }
+
+/// One point's run: its sweep point, outcome, load and cut ([`Sweeper::run_point`]).
+type PointRun = (Point, RunOutcome, Option<serde_json::Value>, Option<String>);
 
 /// Over request rates: the highest passing rate and the lowest failing one above it, as a
 /// capacity search's answer (its bracket holds as far as each point's verdict does).
@@ -258,7 +261,7 @@ pub(super) async fn run(
             break;
         }
         match sweeper.run_point(i + 1, v).await {
-            Ok((_, outcome, _)) if i == 0 && super::measured_nothing(&outcome) => {
+            Ok((_, outcome, _, None)) if i == 0 && super::measured_nothing(&outcome) => {
                 stopped_before = Some(super::stopped_before_measuring(w));
                 break;
             }
@@ -268,18 +271,30 @@ pub(super) async fn run(
                 stopped_before = Some(super::STOPPED_LOADING);
                 break;
             }
-            Ok((point, outcome, point_load)) => {
+            Ok((point, outcome, point_load, cut)) => {
                 // Every point's load is the first's but for the axis.
                 if load.is_none() {
                     load = point_load
                         .map(|l| crate::judge::load::of_sweep(l, spec.axis, &spec.values));
                 }
-                let interrupted = outcome.interrupted;
+                // A point its limits cut (a run deadline, a target that answered nothing) is
+                // no signal's interruption: the sweep ends there with that error, naming the
+                // point, its figures kept (a first point that measured nothing too: an error,
+                // not a skip).
+                let interrupted = outcome.interrupted && cut.is_none();
                 // A failed point stops the sweep, its figures kept (as `canaryd sweep` keeps
                 // them); those after it are `not_run`.
-                let point_failed = point
-                    .failed()
-                    .then(|| anyhow::anyhow!("the point {}: {}", point.label, point.verdict));
+                let point_failed = match &cut {
+                    Some(why) => Some(anyhow::anyhow!(
+                        "{why} (at the point {}, {} of {})",
+                        point.label,
+                        i + 1,
+                        spec.values.len()
+                    )),
+                    None => point
+                        .failed()
+                        .then(|| anyhow::anyhow!("the point {}: {}", point.label, point.verdict)),
+                };
                 points.push(point);
                 outcomes.push(outcome);
                 if interrupted {
@@ -296,9 +311,12 @@ pub(super) async fn run(
             }
         }
     }
+    // A point its limits cut ended the sweep as `failed`, not interrupted: its outcome's
+    // `interrupted` says its replay was stopped, which no signal did.
+    let ended_by_error = failed.is_some() && !shutdown.is_cancelled();
     let interrupted = stopped_before.is_some()
         || shutdown.is_cancelled()
-        || outcomes.iter().any(|o| o.interrupted);
+        || (!ended_by_error && outcomes.iter().any(|o| o.interrupted));
     if interrupted && outcomes.is_empty() && failed.is_none() {
         // Stopped before its first point measured a request (or began at all).
         return Some(stopped_before.unwrap_or("before its first request"));
