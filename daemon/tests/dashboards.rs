@@ -1251,3 +1251,59 @@ fn the_trend_panel_colours_every_trend_state() {
         );
     }
 }
+
+/// Every verdict a run can have is named in the verdict panels' descriptions and has its own
+/// colour on the last-verdict panel: `interrupted` (a signal stopped the run), once written
+/// `error: interrupted`, was in neither and took the palette's next colour.
+#[test]
+fn the_verdict_panels_name_and_colour_every_verdict() {
+    use canaryd::judge::verdict::VerdictKind;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/grafana/dashboards/canaryd-overview.json");
+    let board: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let panel = |title: &str| {
+        board["panels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["title"] == title)
+            .unwrap_or_else(|| panic!("the panel {title:?}"))
+            .clone()
+    };
+    let last = panel("Last verdict");
+    let per_hour = panel("Run verdicts (runs per hour)");
+    // The verdicts each colour override matches: `.*: kind` or `.*: (kind|kind…)`, the forms
+    // the panel uses (another form is a matcher this test cannot read, and fails it).
+    let coloured: Vec<String> = last["fieldConfig"]["overrides"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["properties"][0]["id"] == "color")
+        .filter_map(|o| o["matcher"]["options"].as_str())
+        .flat_map(|m| {
+            let kinds = m
+                .strip_prefix(".*: ")
+                .unwrap_or_else(|| panic!("a matcher this test does not read: {m}"));
+            let kinds = kinds
+                .strip_prefix('(')
+                .and_then(|k| k.strip_suffix(')'))
+                .unwrap_or(kinds);
+            kinds.split('|').map(str::to_owned).collect::<Vec<_>>()
+        })
+        .collect();
+    for kind in VerdictKind::ALL.map(VerdictKind::as_str) {
+        assert!(
+            coloured.iter().any(|c| c == kind),
+            "{kind} has no colour: {coloured:?}"
+        );
+        for p in [&last, &per_hour] {
+            let description = p["description"].as_str().unwrap();
+            assert!(
+                description.contains(kind),
+                "{}: {kind} not named in {description}",
+                p["title"]
+            );
+        }
+    }
+}

@@ -10,7 +10,7 @@ mod page;
 mod peer_group;
 
 pub use brief::{RunBrief, SummaryBrief};
-pub use metrics::StatusMetrics;
+pub use metrics::{StatusMetrics, SOURCE_REASONS};
 
 use crate::service::history::History;
 use bytes::Bytes;
@@ -447,14 +447,6 @@ fn route(
         return text(StatusCode::METHOD_NOT_ALLOWED, "GET only\n");
     }
     let path = req.uri().path();
-    let query: BTreeMap<String, String> = req
-        .uri()
-        .query()
-        .unwrap_or("")
-        .split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (percent_decode(k), percent_decode(v)))
-        .collect();
     match path {
         "/" => page::status(metrics, history),
         "/healthz" => match metrics.unhealthy() {
@@ -475,12 +467,11 @@ fn route(
             r
         }
         "/api/runs" => {
-            let limit = query
-                .get("limit")
-                .and_then(|l| l.parse().ok())
-                .unwrap_or(100usize)
-                .min(MAX_RUNS_LISTED);
-            match history.recent(query.get("workload").map(String::as_str), limit) {
+            let (workload, limit) = match RunsQuery::parse(req.uri().query().unwrap_or("")) {
+                Ok(q) => (q.workload, q.limit),
+                Err(e) => return json_response(StatusCode::BAD_REQUEST, &e),
+            };
+            match history.recent(workload.as_deref(), limit) {
                 // With /healthz's reasons: while the history cannot be written its runs are
                 // not the newest, and a client must not take them for the latest.
                 Ok(rows) => json_response(
@@ -514,6 +505,79 @@ fn route(
                 "routes: / /runs/{id}/report /healthz /readyz /metrics /api/runs /api/runs/{id}\n",
             ),
         },
+    }
+}
+
+/// What `/api/runs` was asked for: `workload` (any name; one with no runs, configured or
+/// not, lists none) and `limit` (1 to [`MAX_RUNS_LISTED`], 100 when not given).
+#[derive(Debug, PartialEq)]
+struct RunsQuery {
+    workload: Option<String>,
+    limit: usize,
+}
+
+impl RunsQuery {
+    /// Reads a query string; a parameter it does not take, one given twice or without a
+    /// value, an empty `workload` or a `limit` that is not a whole number in its range is a
+    /// JSON error naming the parameter and what it accepts (a client's typo or nonsense was
+    /// answered with the default list, as if asked for it).
+    fn parse(query: &str) -> Result<RunsQuery, Value> {
+        let bad = |parameter: &str, accepted: &str, error: String| json!({ "error": error, "parameter": parameter, "accepted": accepted });
+        let limit_range = format!("a whole number from 1 to {MAX_RUNS_LISTED} (default 100)");
+        let mut given: BTreeMap<String, String> = BTreeMap::new();
+        for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+            let (k, v) = match kv.split_once('=') {
+                Some((k, v)) => (percent_decode(k), Some(percent_decode(v))),
+                None => (percent_decode(kv), None),
+            };
+            let accepted = match k.as_str() {
+                "limit" => limit_range.as_str(),
+                "workload" => "a workload's name",
+                _ => {
+                    return Err(bad(
+                        &k,
+                        "workload, limit",
+                        format!("/api/runs takes workload and limit, not {k:?}"),
+                    ))
+                }
+            };
+            let Some(v) = v else {
+                return Err(bad(
+                    &k,
+                    accepted,
+                    format!("{k}: no value (want {accepted})"),
+                ));
+            };
+            if given.insert(k.clone(), v).is_some() {
+                return Err(bad(
+                    &k,
+                    accepted,
+                    format!("{k}: given twice (want {accepted}, once)"),
+                ));
+            }
+        }
+        let limit = match given.get("limit") {
+            None => 100,
+            Some(l) => match l.parse::<usize>() {
+                Ok(n) if (1..=MAX_RUNS_LISTED).contains(&n) => n,
+                _ => {
+                    return Err(bad(
+                        "limit",
+                        &limit_range,
+                        format!("limit: {l:?} is not {limit_range}"),
+                    ))
+                }
+            },
+        };
+        let workload = given.remove("workload");
+        if workload.as_deref() == Some("") {
+            return Err(bad(
+                "workload",
+                "a workload's name",
+                "workload: empty (a workload's name, or leave it out for all)".into(),
+            ));
+        }
+        Ok(RunsQuery { workload, limit })
     }
 }
 
