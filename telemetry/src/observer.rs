@@ -180,7 +180,11 @@ fn partly(state: SourceState, held: usize, dropped_into_run: std::time::Duration
 /// The server source's state when the run's stop cut its own scrapes (`cut`): said, as the
 /// server section then ends at the interval's last page (or has none).
 fn stopped(state: SourceState, cut: &[&str]) -> SourceState {
-    let what = format!("{} not taken: the run was stopped", cut.join(" and "));
+    let what = format!(
+        "{} not taken: the run was stopped and no page came within {} ms of it",
+        cut.join(" and "),
+        STOPPED_SCRAPE_BUDGET.as_millis()
+    );
     match state {
         SourceState::Available { detail } => SourceState::available(format!(
             "{detail}; {what} (the server's figures end at the last page before it)"
@@ -279,20 +283,26 @@ impl TelemetryObserver {
         self
     }
 
-    /// Runs `scrape` unless the run's stop fires first (or has): then `None`, and `what`
-    /// is said in the source's detail.
+    /// Runs `scrape`; once the run's stop has fired (before or during it), gives it no more
+    /// than [`STOPPED_SCRAPE_BUDGET`] from then: a healthy server's page still lands (a
+    /// stopped run keeps its last figures), a slow or silent one costs that much, not a
+    /// scrape timeout. `None` then, and `what` is said in the source's detail.
     async fn unless_stopped<T>(
         &self,
         what: &'static str,
         scrape: impl std::future::Future<Output = Option<T>>,
     ) -> Option<T> {
+        tokio::pin!(scrape);
         tokio::select! {
-            biased;
-            () = self.run_stop.cancelled() => {
+            found = &mut scrape => return found,
+            () = self.run_stop.cancelled() => {}
+        }
+        match tokio::time::timeout(STOPPED_SCRAPE_BUDGET, scrape).await {
+            Ok(found) => found,
+            Err(_) => {
                 self.cut_by_stop.lock().expect("cut lock").push(what);
                 None
             }
-            found = scrape => found,
         }
     }
 
@@ -481,6 +491,10 @@ impl TelemetryObserver {
 
 /// How long the server's info routes may take to answer, all of them together.
 const SERVER_INFO_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a stopped run still waits for one of its own server scrapes: enough for a healthy
+/// `/metrics` on a busy host, little beside a scrape timeout.
+const STOPPED_SCRAPE_BUDGET: Duration = Duration::from_millis(500);
 
 /// GPU samples this close together are one sampling round (every GPU read in turn); the
 /// fastest sampling allowed is well apart from it.

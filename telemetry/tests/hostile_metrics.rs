@@ -110,6 +110,55 @@ async fn a_stop_does_not_wait_out_the_runs_own_scrapes() {
     );
 }
 
+/// The other side of F1: a stopped run against a healthy `/metrics` still takes its last
+/// scrape (the real llama.cpp capture, answered at once), so the run's server figures end at
+/// its end, not at the interval's last page: the stop bounds the wait, it does not skip it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_run_still_takes_a_healthy_servers_last_page() {
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/fixtures/llamacpp_server_metrics.prom"
+    ))
+    .expect("shared/fixtures/llamacpp_server_metrics.prom");
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\n\r\n{page}",
+        page.len()
+    );
+    let (url, count, came) = server(Box::leak(answer.into_bytes().into_boxed_slice())).await;
+    let cfg = Config {
+        server_metrics_url: Some(url),
+        server_metrics_interval: Duration::from_secs(20),
+        nvml: false,
+        ..Config::default()
+    };
+    let sources = CancellationToken::new();
+    let run_stop = CancellationToken::new();
+    let observer = TelemetryObserver::start(&cfg, &sources)
+        .await
+        .stopped_by(run_stop.clone());
+    tokio::time::timeout(Duration::from_secs(30), came.notified())
+        .await
+        .expect("the interval's scrape reached the server");
+    let t0 = canary_core::MonoTime::now();
+    observer.measured_phase(0).await;
+    let asked = count.load(Ordering::SeqCst);
+    run_stop.cancel();
+    let summary = canary_core::Aggregator::new(Default::default()).summary();
+    let telemetry = observer
+        .finish(t0, canary_core::MonoTime::now(), &summary)
+        .await;
+    sources.cancel();
+    assert!(
+        count.load(Ordering::SeqCst) > asked,
+        "the stopped run's last scrape was not asked"
+    );
+    let state = &telemetry.sources[&canary_core::Source::ServerMetrics];
+    let SourceState::Available { detail } = state else {
+        panic!("a healthy page, yet {state:?}");
+    };
+    assert!(!detail.contains("not taken"), "{detail}");
+}
+
 /// F2 (hostile audit 2): the run's scrape while the interval's hangs on a silent endpoint
 /// spends one scrape timeout in all (its wait for the interval's to give up, and its GET),
 /// not the interval's timeout and then its own. The bound is 1.5 timeouts; before it took 2.
