@@ -168,14 +168,16 @@ pub async fn exchange(
         .contains_key(http::header::ACCEPT_ENCODING);
     let run = async {
         // Past the cap the response's future is dropped: hyper closes the connection.
+        // The cap first: a flood and its final answer read in one go are both ready at once.
         let sent = tokio::select! {
-            r = conn.sender.send_request(request) => r,
+            biased;
             () = interim.over_cap() => {
                 return Err(error(
                     ErrorKind::Protocol,
                     format!("over {} interim (1xx) responses", interim::MAX_INTERIM),
                 ))
             }
+            r = conn.sender.send_request(request) => r,
         };
         let response = match sent {
             Ok(response) => response,

@@ -422,14 +422,17 @@ impl Endpoint {
         let interim = Arc::new(InterimCount::default());
         let counter = interim.clone();
         hyper::ext::on_informational(&mut req, move |_| counter.count());
+        // The cap first: a flood and its final answer read in one go are both ready at once,
+        // and an unbiased select would take the answer one time in two.
         let resp = tokio::select! {
-            r = sender.send_request(req) => r,
+            biased;
             () = interim.over_cap() => {
                 return Err(ScrapeError::Interim {
                     url: url(),
                     max: MAX_INTERIM,
                 })
             }
+            r = sender.send_request(req) => r,
         };
         let resp = match resp {
             Ok(resp) => resp,

@@ -323,8 +323,9 @@ pub(crate) async fn get(
         // TLS 1.3: a server requiring a client certificate refuses one missing at the
         // first read, after the client's side of the handshake is done.
         let sent = tokio::select! {
-            r = send.send_request(req) => r,
+            biased; // the cap first (see the scraper's select)
             () = interim.over_cap() => return Err(over_cap()),
+            r = send.send_request(req) => r,
         };
         sent.map_err(|e| match canary_tls::explain_chain(&e) {
             Some(said) => anyhow::anyhow!("TLS handshake: {said}"),
@@ -334,8 +335,9 @@ pub(crate) async fn get(
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
         tokio::spawn(conn);
         tokio::select! {
-            r = send.send_request(req) => r?,
+            biased; // the cap first (see the scraper's select)
             () = interim.over_cap() => return Err(over_cap()),
+            r = send.send_request(req) => r?,
         }
     };
     let status = resp.status();
