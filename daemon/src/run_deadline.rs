@@ -154,15 +154,13 @@ impl Cutoff {
         self.stop.clone()
     }
 
-    /// Starts the deadline's timer, `deadline` from now; the handle is aborted when the run
-    /// ends first.
-    pub fn arm(
-        self: &Arc<Self>,
-        deadline: Option<Duration>,
-    ) -> Option<tokio::task::JoinHandle<()>> {
+    /// Starts the deadline's timer, `deadline` from now. The timer stops when the returned
+    /// guard is aborted or dropped: a run that ends first, or whose future is dropped, leaves
+    /// no timer behind holding the cut-off until the deadline.
+    pub fn arm(self: &Arc<Self>, deadline: Option<Duration>) -> Option<Timer> {
         let deadline = deadline?;
         let cut = self.clone();
-        Some(tokio::spawn(async move {
+        Some(Timer(tokio::spawn(async move {
             tokio::select! {
                 () = tokio::time::sleep(deadline) => cut.trip(format!(
                     "run deadline {} passed; the run was stopped there, what it measured kept",
@@ -170,7 +168,7 @@ impl Cutoff {
                 )),
                 () = cut.stop.cancelled() => {}
             }
-        }))
+        })))
     }
 
     /// Why the run was stopped by its limits; `None`: it was not (it ended, or a signal
@@ -212,6 +210,22 @@ impl Cutoff {
             }
             _ => Heard::Answered,
         }
+    }
+}
+
+/// A deadline's timer ([`Cutoff::arm`]), aborted when dropped.
+pub struct Timer(tokio::task::JoinHandle<()>);
+
+impl Timer {
+    /// Stops the timer (as dropping it does).
+    pub fn abort(&self) {
+        self.0.abort();
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -402,6 +416,29 @@ mod tests {
         let w = workload("every = \"15m\"\ntrace = \"t.jsonl\"");
         assert_eq!(default_for(&w, None, TEN_MIN), None);
         assert_eq!(default_for(&w, Some(S(60)), TEN_MIN), Some(S(3600)));
+    }
+
+    /// A timer whose run's future is dropped stops with it (review 3, finding 16): the old
+    /// detached task held the cut-off until its deadline.
+    #[tokio::test]
+    async fn a_dropped_timer_lets_go_of_its_cutoff() {
+        let cut = Cutoff::new(&CancellationToken::new(), Limits::default());
+        let timer = cut.arm(Some(Duration::from_secs(3600))).unwrap();
+        tokio::task::yield_now().await;
+        assert_eq!(Arc::strong_count(&cut), 2);
+        drop(timer);
+        for _ in 0..100 {
+            if Arc::strong_count(&cut) == 1 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            Arc::strong_count(&cut),
+            1,
+            "the timer's task still holds it"
+        );
+        assert!(cut.why().is_none());
     }
 
     #[test]
