@@ -8,7 +8,8 @@
 //! for `request_count × request_timeout` (100 min with the defaults), with no verdict and every
 //! tick of its workload skipped meanwhile.
 
-use crate::config::{run_length, Workload};
+use crate::cli::sweep::point::Axis;
+use crate::config::{run_length, Synthetic, Workload};
 use canary_core::{ErrorKind, MonoTime, Observer, RequestRecord, Status};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -41,19 +42,78 @@ pub struct Limits {
     pub unresponsive_after: Option<u32>,
 }
 
-/// A daemon workload's deadline when it gives none: the largest of [`DEFAULT_FLOOR`],
-/// [`DEFAULT_FACTOR`] × its period, and [`DEFAULT_FACTOR`] × its planned length plus its
-/// `grace_period` where that length is known before it runs (`replay`: the trace's schedule at
-/// its speedup; a synthetic load's `benchmark_duration` or `request_count` over its rate; not
-/// a closed loop of a request count, whose length is the server's pace).
-pub fn default_for(w: &Workload, replay: Option<Duration>) -> Duration {
+/// A daemon workload's deadline when it gives none; `None`: no deadline (the unresponsive
+/// cut-off still applies). A default never cuts a run that could still end by itself:
+///
+/// - where the run's planned length is known before it runs (`replay`: the trace's schedule
+///   at its speedup; a synthetic load's `benchmark_duration` or `request_count` over its
+///   rate), the largest of [`DEFAULT_FLOOR`], [`DEFAULT_FACTOR`] × its period (`every`, or its
+///   cron's shortest gap) and [`DEFAULT_FACTOR`] × that length plus its `grace_period`;
+/// - where it is not (a closed loop of a `request_count`: the server's pace), the largest of
+///   those first two and [`settings_bound`], the longest such a run can take by its own
+///   settings; where that bound has no finite value, no deadline.
+///
+/// `request_timeout`: the target's.
+pub fn default_for(
+    w: &Workload,
+    replay: Option<Duration>,
+    request_timeout: Duration,
+) -> Option<Duration> {
     let period = w.cadence.shortest_gap().unwrap_or_default();
-    let length = run_length::run_length(w, replay)
-        .map(|l| l.length.saturating_mul(DEFAULT_FACTOR))
-        .map_or(Duration::ZERO, |l| l.saturating_add(w.grace_period));
-    DEFAULT_FLOOR
-        .max(period.saturating_mul(DEFAULT_FACTOR))
-        .max(length)
+    let floor = DEFAULT_FLOOR.max(period.saturating_mul(DEFAULT_FACTOR));
+    match run_length::run_length(w, replay) {
+        Some(l) => {
+            // Its warm-up and the last answers after the last send, each request over within
+            // `one_request`: at most this much besides the length, where no `concurrency`
+            // ceiling holds requests back.
+            let one = one_request(request_timeout);
+            let besides = u32::try_from(w.warmup_requests.saturating_add(1))
+                .map_or(Duration::MAX, |n| one.saturating_mul(n));
+            let longest = l
+                .length
+                .saturating_mul(DEFAULT_FACTOR)
+                .max(l.length.saturating_add(besides));
+            Some(floor.max(longest.saturating_add(w.grace_period)))
+        }
+        None => settings_bound(w, request_timeout).map(|b| floor.max(b)),
+    }
+}
+
+/// The longest one run of a closed loop of a `request_count` can take by its own settings:
+/// each user sends its requests one after the other, each of them over after at most
+/// `connect_timeout` (10 s, or `request_timeout` if shorter) plus `request_timeout`; so
+/// `(warmup_requests + ceil(request_count / concurrency)) × that + grace_period` (with a
+/// `benchmark_duration` too, at most that duration plus one request). In a sweep over
+/// concurrency, its smallest point's. `None` for any other load, or past any duration.
+/// Not counted: a lower ceiling on requests in flight than `concurrency`, which the daemon
+/// says at the run's start when the open-file limit sets one.
+pub fn settings_bound(w: &Workload, request_timeout: Duration) -> Option<Duration> {
+    let Some(Synthetic::ClosedLoop(c)) = &w.synthetic else {
+        return None;
+    };
+    let n = c.extent.count()?;
+    let users = match &w.sweep {
+        Some(s) if s.axis == Axis::Concurrency => {
+            s.values.iter().fold(f64::INFINITY, |m, &v| m.min(v)) as u64
+        }
+        _ => c.users as u64,
+    }
+    .max(1);
+    let one = one_request(request_timeout);
+    let rounds = n.div_ceil(users).checked_add(w.warmup_requests as u64)?;
+    let mut sending = one.checked_mul(u32::try_from(rounds).ok()?)?;
+    if let Some(d) = c.extent.duration {
+        sending = sending.min(d.saturating_add(one));
+    }
+    sending.checked_add(w.grace_period)
+}
+
+/// The longest one request can take: its connect (`connect_timeout`, 10 s, or
+/// `request_timeout` if shorter), then `request_timeout`.
+fn one_request(request_timeout: Duration) -> Duration {
+    canary_replay::DEFAULT_CONNECT_TIMEOUT
+        .min(request_timeout)
+        .saturating_add(request_timeout)
 }
 
 /// `15m`, `2h`, `90s`, `1.5s`: the largest unit that divides the duration.
@@ -94,15 +154,13 @@ impl Cutoff {
         self.stop.clone()
     }
 
-    /// Starts the deadline's timer, `deadline` from now; the handle is aborted when the run
-    /// ends first.
-    pub fn arm(
-        self: &Arc<Self>,
-        deadline: Option<Duration>,
-    ) -> Option<tokio::task::JoinHandle<()>> {
+    /// Starts the deadline's timer, `deadline` from now. The timer stops when the returned
+    /// guard is aborted or dropped: a run that ends first, or whose future is dropped, leaves
+    /// no timer behind holding the cut-off until the deadline.
+    pub fn arm(self: &Arc<Self>, deadline: Option<Duration>) -> Option<Timer> {
         let deadline = deadline?;
         let cut = self.clone();
-        Some(tokio::spawn(async move {
+        Some(Timer(tokio::spawn(async move {
             tokio::select! {
                 () = tokio::time::sleep(deadline) => cut.trip(format!(
                     "run deadline {} passed; the run was stopped there, what it measured kept",
@@ -110,7 +168,7 @@ impl Cutoff {
                 )),
                 () = cut.stop.cancelled() => {}
             }
-        }))
+        })))
     }
 
     /// Why the run was stopped by its limits; `None`: it was not (it ended, or a signal
@@ -152,6 +210,22 @@ impl Cutoff {
             }
             _ => Heard::Answered,
         }
+    }
+}
+
+/// A deadline's timer ([`Cutoff::arm`]), aborted when dropped.
+pub struct Timer(tokio::task::JoinHandle<()>);
+
+impl Timer {
+    /// Stops the timer (as dropping it does).
+    pub fn abort(&self) {
+        self.0.abort();
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -258,6 +332,112 @@ mod tests {
         let cut = Cutoff::new(&shutdown, limits);
         shutdown.cancel();
         see(&cut, failed(ErrorKind::Timeout, "t", None));
+        assert!(cut.why().is_none());
+    }
+
+    /// The one workload of a config of `keys` (a synthetic load, every 15 min).
+    fn workload(keys: &str) -> Workload {
+        let text = format!(
+            "state_dir = \"/tmp/canaryd-state\"\n[targets.local]\nurl = \"http://127.0.0.1:8000\"\n\
+             model = \"m\"\n[workloads.w]\ntarget = \"local\"\n{keys}\n"
+        );
+        let c = crate::config::Config::parse(
+            &text,
+            std::path::Path::new("canaryd.toml"),
+            std::path::Path::new("/etc/canaryd"),
+        )
+        .unwrap();
+        c.workloads[0].clone()
+    }
+
+    const TEN_MIN: Duration = Duration::from_secs(600);
+    const S: fn(u64) -> Duration = Duration::from_secs;
+
+    #[test]
+    fn a_closed_loop_of_a_count_gets_what_its_settings_allow() {
+        // 2000 requests over 4 users every 15 min: each user sends 500, one after the other,
+        // each over within 10 s of connect plus 10 min. A healthy run of 70 min (8.4 s a
+        // request) is not cut: the old default (1 h, twice the period) cut it.
+        let w = workload("every = \"15m\"\nrequest_count = 2000\nconcurrency = 4");
+        let d = default_for(&w, None, TEN_MIN).unwrap();
+        assert_eq!(d, S(500 * 610 + 30));
+        assert!(d > S(70 * 60));
+        // Warm-up requests are sent one at a time before: each adds one request's bound.
+        let w =
+            workload("every = \"15m\"\nrequest_count = 2000\nconcurrency = 4\nwarmup_requests = 2");
+        assert_eq!(default_for(&w, None, TEN_MIN), Some(S(502 * 610 + 30)));
+        // A short request timeout: the connect is bounded by it too; the floor still holds.
+        let w = workload("every = \"15m\"\nrequest_count = 8\nconcurrency = 4");
+        assert_eq!(default_for(&w, None, S(5)), Some(S(3600)));
+        // With a benchmark_duration too, it ends at the first: that duration and one request.
+        let w = workload(
+            "every = \"6h\"\nrequest_count = 2000000\nconcurrency = 4\n\
+             benchmark_duration = \"3h\"",
+        );
+        assert_eq!(
+            default_for(&w, None, TEN_MIN),
+            Some(S(3 * 3600 + 610 + 30).max(S(12 * 3600)))
+        );
+    }
+
+    #[test]
+    fn a_sweep_over_concurrency_is_bounded_by_its_smallest_point() {
+        let w = workload(
+            "kind = \"sweep\"\ncron = \"0 3 * * *\"\nsweep_concurrency = [64, 2, 16]\n\
+             request_count = 100000",
+        );
+        // The base's users stand aside: its points' smallest, 2, sends 50000 each.
+        assert_eq!(default_for(&w, None, TEN_MIN), Some(S(50_000 * 610 + 30)));
+    }
+
+    #[test]
+    fn a_known_length_gets_twice_it_or_what_its_last_request_needs() {
+        // An open loop of 1000 requests at 2 req/s (about 500 s) every 15 min: the floor.
+        let w = workload("every = \"15m\"\nrequest_rate = 2\nrequest_count = 1000");
+        assert_eq!(default_for(&w, None, TEN_MIN), Some(S(3600)));
+        // A 3 h benchmark_duration: twice it, plus the grace period.
+        let w = workload("every = \"1d\"\nrequest_rate = 2\nbenchmark_duration = \"3h\"");
+        assert_eq!(default_for(&w, None, TEN_MIN), Some(S(2 * 86_400)));
+        let w = workload("every = \"15m\"\nrequest_rate = 2\nbenchmark_duration = \"3h\"");
+        assert_eq!(default_for(&w, None, TEN_MIN), Some(S(6 * 3600 + 30)));
+        // A 2 h timeout: the last request sent may take it, after the 1 h of sending.
+        let w = workload("every = \"15m\"\nrequest_rate = 2\nbenchmark_duration = \"1h\"");
+        assert_eq!(
+            default_for(&w, None, S(7200)),
+            Some(S(3600 + 10 + 7200 + 30))
+        );
+        // A closed loop of a duration: its length is known.
+        let w = workload("every = \"15m\"\nconcurrency = 4\nbenchmark_duration = \"2h\"");
+        assert_eq!(default_for(&w, None, TEN_MIN), Some(S(4 * 3600 + 30)));
+    }
+
+    #[test]
+    fn a_trace_of_unknown_length_gets_no_default_deadline() {
+        let w = workload("every = \"15m\"\ntrace = \"t.jsonl\"");
+        assert_eq!(default_for(&w, None, TEN_MIN), None);
+        assert_eq!(default_for(&w, Some(S(60)), TEN_MIN), Some(S(3600)));
+    }
+
+    /// A timer whose run's future is dropped stops with it (review 3, finding 16): the old
+    /// detached task held the cut-off until its deadline.
+    #[tokio::test]
+    async fn a_dropped_timer_lets_go_of_its_cutoff() {
+        let cut = Cutoff::new(&CancellationToken::new(), Limits::default());
+        let timer = cut.arm(Some(Duration::from_secs(3600))).unwrap();
+        tokio::task::yield_now().await;
+        assert_eq!(Arc::strong_count(&cut), 2);
+        drop(timer);
+        for _ in 0..100 {
+            if Arc::strong_count(&cut) == 1 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            Arc::strong_count(&cut),
+            1,
+            "the timer's task still holds it"
+        );
         assert!(cut.why().is_none());
     }
 

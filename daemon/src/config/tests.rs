@@ -1312,25 +1312,34 @@ fn run_deadline_is_checked_at_its_line_and_defaults_from_the_schedule() {
     let c = parse(GOOD).unwrap();
     // No key: the default, from each workload's period (and planned length, when known).
     assert_eq!(w(&c, "chat").run_deadline, None);
-    // Every 15 min, a trace of unknown length here: the 1 h floor.
-    assert_eq!(default_for(&w(&c, "chat"), None), Duration::from_secs(3600));
+    let timeout = canary_replay::DEFAULT_REQUEST_TIMEOUT;
+    // A trace whose length is not known here: no finite bound, so no default deadline.
+    assert_eq!(default_for(&w(&c, "chat"), None, timeout), None);
+    // A trace of 1 min every 15 min: the 1 h floor.
+    assert_eq!(
+        default_for(&w(&c, "chat"), Some(Duration::from_secs(60)), timeout),
+        Some(Duration::from_secs(3600))
+    );
     // Daily: twice the period.
     assert_eq!(
-        default_for(&w(&c, "nightly"), None),
-        Duration::from_secs(2 * 86_400)
+        default_for(&w(&c, "nightly"), Some(Duration::from_secs(60)), timeout),
+        Some(Duration::from_secs(2 * 86_400))
     );
     // A trace whose schedule takes 2 h at its speedup: twice that plus the 30 s grace.
     assert_eq!(
-        default_for(&w(&c, "chat"), Some(Duration::from_secs(7200))),
-        Duration::from_secs(4 * 3600 + 30)
+        default_for(&w(&c, "chat"), Some(Duration::from_secs(7200)), timeout),
+        Some(Duration::from_secs(4 * 3600 + 30))
     );
     let given = GOOD.replace("every = \"15m\"", "every = \"15m\"\nrun_deadline = \"20m\"");
     let c = parse(&given).unwrap();
     assert_eq!(w(&c, "chat").run_deadline, Some(Duration::from_secs(1200)));
     for (value, says) in [
         ("\"0s\"", "must be above zero"),
-        ("\"soon\"", ""),
-        ("20", ""),
+        ("\"soon\"", "invalid duration \"soon\""),
+        (
+            "20",
+            "expected a duration string such as \"90s\" or \"15m\"",
+        ),
         ("\"1e19\"", "too long"),
     ] {
         let line = format!("run_deadline = {value}");

@@ -351,6 +351,18 @@ impl Daemon {
                 started = self.start_when_free(&config, &w, previous, &stop).await;
             }
             let Some(task) = started else {
+                if stop.is_cancelled() {
+                    // A reload or a shutdown while the run waited to start late: it does not
+                    // start (a reload's new schedule goes on from the next due time), and is
+                    // counted as `stopping`, not as an overrun.
+                    tracing::info!(
+                        workload = %w.name,
+                        "a reload or a stop came while the run due waited for the one before: \
+                         skipped (canaryd_skips_total{{reason=\"stopping\"}})"
+                    );
+                    self.sinks.run_skipped(&w.name, SkipReason::Stopping);
+                    continue;
+                }
                 let (reason, why) = self.why_busy(&w.name);
                 match overlapping.replace(reason) == Some(reason) {
                     false => tracing::warn!(

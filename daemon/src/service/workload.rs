@@ -271,10 +271,9 @@ impl Front for WorkloadFront<'_> {
     fn limits(&self, planned: Option<std::time::Duration>) -> crate::run_deadline::Limits {
         let w = self.plan.workload;
         crate::run_deadline::Limits {
-            deadline: Some(
-                w.run_deadline
-                    .unwrap_or_else(|| crate::run_deadline::default_for(w, planned)),
-            ),
+            deadline: w.run_deadline.or_else(|| {
+                crate::run_deadline::default_for(w, planned, self.plan.target.request_timeout)
+            }),
             unresponsive_after: Some(crate::run_deadline::UNRESPONSIVE_AFTER),
         }
     }

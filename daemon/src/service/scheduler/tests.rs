@@ -800,6 +800,59 @@ async fn with_start_when_free_a_run_due_during_the_previous_starts_when_it_ends(
     }
 }
 
+/// A stop (a shutdown, or a reload's) while a run waits to start late is a `stopping` skip,
+/// not an `overrun` one (review 3, finding 3): the old code counted `overrun`.
+#[tokio::test]
+async fn a_stop_while_a_run_waits_to_start_late_is_a_stopping_skip() {
+    static AHEAD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    static RELEASED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    fn wall() -> SystemTime {
+        SystemTime::now() + Duration::from_secs(AHEAD.load(Ordering::SeqCst))
+    }
+    fn held(
+        d: Arc<Daemon>,
+        c: Arc<Config>,
+        w: Workload,
+        id: String,
+        p: Arc<Progress>,
+    ) -> RunFuture {
+        Box::pin(async move {
+            RUNS.fetch_add(1, Ordering::SeqCst);
+            while !RELEASED.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            passing(d, c, w, id, p).await
+        })
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let schedule = "every = \"1h\"\non_overrun = \"start_when_free\"";
+    let (d, c) = daemon_on(dir.path(), held, schedule, wall);
+    let due = |d: &Daemon| d.previous_due.lock().unwrap().get("w").copied();
+    let schedulers = d.schedule(c.clone());
+    until("the first run", || RUNS.load(Ordering::SeqCst) == 1).await;
+    let first_due = due(&d).unwrap();
+    AHEAD.store(3600, Ordering::SeqCst);
+    until("the second tick", || due(&d) > Some(first_due)).await;
+    // The second run now waits for the first; the schedule is stopped meanwhile.
+    schedulers.cancel();
+    let skip = |reason: &str| format!("canaryd_skips_total{{workload=\"w\",reason=\"{reason}\"}} ");
+    until("the skip counted", || {
+        d.metrics
+            .render()
+            .contains(&format!("{}1\n", skip("stopping")))
+    })
+    .await;
+    let text = d.metrics.render();
+    assert!(text.contains(&format!("{}0\n", skip("overrun"))), "{text}");
+    RELEASED.store(true, Ordering::SeqCst);
+    assert_eq!(
+        RUNS.load(Ordering::SeqCst),
+        1,
+        "the waiting run never started"
+    );
+}
+
 /// A late start waits no longer than the next due time: a previous run still going then
 /// makes it a skip, as without the option (and one already past is not waited for).
 #[tokio::test]
