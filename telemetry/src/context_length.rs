@@ -225,7 +225,12 @@ pub fn context_in(route: &str, v: &Value, model: Option<&str>) -> Result<Context
             (v, r.keys, r.rule, r.hint)
         }
     };
-    let (tokens, field) = number(v, keys).map_err(|e| format!("{e}{hint}"))?;
+    // The hint where the field is missing or null, not where it holds a wrong number.
+    let (tokens, field) =
+        number(v, keys).map_err(|e| match e.starts_with("no ") || e.ends_with(" is null") {
+            true => format!("{e}{hint}"),
+            false => e,
+        })?;
     Ok(ContextLimit {
         tokens,
         source: format!("{route} {field}"),
@@ -395,6 +400,9 @@ mod tests {
         let v = json!({"max_total_num_tokens": 912345});
         let why = context_in("/get_server_info", &v, None).unwrap_err();
         assert!(why.starts_with("no context_length field (SGLang"), "{why}");
+        let v = json!({"context_length": -1});
+        let why = context_in("/get_server_info", &v, None).unwrap_err();
+        assert_eq!(why, "context_length -1 is not a positive integer");
     }
 
     /// Each unusable number says what was wrong with it; an integral float is its integer.
