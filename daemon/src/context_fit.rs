@@ -31,8 +31,8 @@ const KEPT_TARGETS: usize = 64;
 /// A target: its URL and the model asked for.
 type TargetKey = (String, String);
 
-/// A context length and where it was read, or none.
-type Answer = Option<(u64, String)>;
+/// A context length, where it was read and the engine's rule, or none.
+type Answer = Option<context_length::ContextLimit>;
 
 /// What each target answered, when, and the warnings already said of it.
 #[derive(Default)]
@@ -58,10 +58,10 @@ pub fn first_time(target: &Target, warning: &str) -> bool {
         .insert(((target.url(), target.model.clone()), warning.to_owned()))
 }
 
-/// The target's context length and where it was read (`/v1/models max_model_len`); `None`
-/// when no route states it in time (the run then says nothing new). An answer (or none) is
-/// kept for [`KEPT_FOR`].
-pub async fn context_limit(target: &Target) -> Option<(u64, String)> {
+/// The target's context length, where it was read (`/v1/models max_model_len`) and its
+/// engine's rule; `None` when no route states it in time (the run then says nothing new). An
+/// answer (or none) is kept for [`KEPT_FOR`].
+pub async fn context_limit(target: &Target) -> Answer {
     let key = (target.url(), target.model.clone());
     if let Some((at, answer)) = kept().answers.get(&key) {
         if at.elapsed() < KEPT_FOR {
@@ -85,35 +85,51 @@ pub async fn context_limit(target: &Target) -> Option<(u64, String)> {
     answer
 }
 
+/// The target's transport for its info routes: a GET of a path with its TLS, API key and
+/// headers (`doctor`'s), the body read up to the info routes' cap. The pre-flight asks with
+/// it, and `summary.json`'s `context.server` is read with it on the target's origin. Errors
+/// never quote a header.
+pub fn target_info(target: &Target) -> context_length::TargetInfo {
+    let t = std::sync::Arc::new(target.clone());
+    let get: context_length::InfoGet = std::sync::Arc::new(move |path: String| {
+        let t = t.clone();
+        Box::pin(async move {
+            match crate::cli::doctor::get(&t, &path).await {
+                Ok((status, _, body)) => Ok((status.as_u16(), body.to_vec())),
+                Err(e) => Err(format!("{e:#}")),
+            }
+        })
+    });
+    context_length::TargetInfo {
+        base: target.base_url(),
+        model: target.model.clone(),
+        models_path: target.models_path(),
+        get,
+    }
+}
+
+/// `observe` with the run's target as the one its telemetry asks the server's info routes
+/// of ([`canary_telemetry::Config::server_info_target`]): `target` must hold its API key
+/// (read by then).
+pub fn observing(observe: &crate::execute::Observe, target: &Target) -> crate::execute::Observe {
+    let mut observe = observe.clone();
+    observe.telemetry.server_info_target = Some(target_info(target));
+    observe
+}
+
 /// Asks the target's routes in turn, within [`BUDGET`], with telemetry's one reader
 /// ([`canary_telemetry::context_length`]: the routes, fields, body cap and source names
 /// `summary.json`'s `context.server` is read with), over the target's own transport.
-async fn ask(target: &Target) -> Option<(u64, String)> {
-    let got = |path: String| async move {
-        match crate::cli::doctor::get(target, &path).await {
-            Ok((status, _, body)) => Ok((status.as_u16(), body.to_vec())),
-            Err(e) => Err(format!("{path}: {e:#}")),
-        }
-    };
-    let models = target.models_path();
-    match context_length::ask_context(&models, Some(&target.model), BUDGET, got).await {
-        Ok(limit) => Some((limit.tokens, limit.source)),
+async fn ask(target: &Target) -> Answer {
+    let info = target_info(target);
+    let get = |path: String| (info.get)(path);
+    match context_length::ask_context(&info.models_path, Some(&info.model), BUDGET, get).await {
+        Ok(limit) => Some(limit),
         Err(why) => {
             tracing::debug!("the target's context length is not known: {why}");
             None
         }
     }
-}
-
-/// The rule of the server the source names (vLLM's `>`, SGLang's `>=`): see
-/// [`context_length::FitRule`], where the servers' own checks read are named.
-fn refused(limit: u64, source: &str) -> impl Fn(u64, Option<u64>) -> (bool, bool) {
-    let rule = context_length::ContextLimit {
-        tokens: limit,
-        source: source.to_string(),
-    }
-    .rule();
-    move |prompt, max_tokens| rule.refused(limit, prompt, max_tokens)
 }
 
 /// Synthetic requests of varying lengths counted one by one at most (more of them, or a
@@ -139,12 +155,15 @@ pub async fn preflight(
         return None;
     }
     // A stop while the target is asked (3 s at most) goes on to the run, which ends at once.
-    let (limit, source) = tokio::select! {
+    let found = tokio::select! {
         found = context_limit(&plan.replay.target) => found,
         () = shutdown.cancelled() => None,
     }?;
+    let (limit, source, rule) = (found.tokens, found.source.clone(), found.rule);
     let target = &plan.replay.target;
-    let refused = refused(limit, &source);
+    // The rule of the engine whose route stated the limit (vLLM's `>`, SGLang's `>=`): see
+    // [`context_length::FitRule`], where the servers' own checks read are named.
+    let refused = move |prompt, max_tokens| rule.refused(limit, prompt, max_tokens);
     let mut synthetic_report = None;
     let warning = match (&mut prepared.trace, &prepared.work, synthetic) {
         (Some(loaded), canary_replay::Work::Schedule(schedule), _) => {
@@ -153,24 +172,50 @@ pub async fn preflight(
                 .map(|r| (r.input_tokens(), target.max_tokens_sent(r.output_tokens())));
             loaded
                 .selection
-                .count_over_context(limit, &source, requests, &refused)
+                .count_over_context(limit, &source, requests, refused)
         }
         (None, _, Some((requests, extent))) => {
             let length_limit = plan.replay.length_limit;
             let alike = requests.isl.stddev == 0.0 && requests.osl.stddev == 0.0;
-            let one = |i: u64| {
-                let r = requests.request(i as u32, length_limit);
-                (r.input_tokens, target.max_tokens_sent(r.output_tokens))
+            let one = {
+                let (requests, target) = (requests.clone(), target.clone());
+                move |i: u64| {
+                    let r = requests.request(i as u32, length_limit);
+                    (r.input_tokens, target.max_tokens_sent(r.output_tokens))
+                }
             };
             let mut report = SelectionReport::default();
             let warning = match extent.count() {
-                // Every request alike: the first stands for all of them.
+                // Every request alike: the first stands for all of them, judged once.
                 Some(n) if alike => {
                     let first = one(0);
-                    report.count_over_context(limit, &source, (0..n).map(|_| first), &refused)
+                    report.count_over_context_times(
+                        limit,
+                        &source,
+                        std::iter::once((first, n)),
+                        refused,
+                    )
                 }
+                // Up to a million drawn one by one: off the async workers (a daemon's
+                // watchdog, /metrics and other workloads' timing share them).
                 Some(n) if n <= SYNTHETIC_COUNTED => {
-                    report.count_over_context(limit, &source, (0..n).map(one), &refused)
+                    let counted = tokio::task::spawn_blocking(move || {
+                        let mut report = SelectionReport::default();
+                        let warning =
+                            report.count_over_context(limit, &source, (0..n).map(one), refused);
+                        (report, warning)
+                    })
+                    .await;
+                    match counted {
+                        Ok((counted, warning)) => {
+                            report = counted;
+                            warning
+                        }
+                        Err(e) => {
+                            tracing::debug!("counting the synthetic requests failed: {e}");
+                            return None;
+                        }
+                    }
                 }
                 _ => {
                     tracing::debug!(

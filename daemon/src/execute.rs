@@ -214,6 +214,9 @@ pub async fn execute(
     // each record joined to what the server, the GPUs, the kernel and the front end's own
     // observers saw at the same moments.
     let stop_sources = CancellationToken::new();
+    // `summary.json`'s `context.server` is read as the pre-flight read it: over the target's
+    // transport (its API key, read above), on the target's origin.
+    let observe = &crate::context_fit::observing(observe, &plan.replay.target);
     let tls = plan.replay.target.tls;
     // The run's own limits: a deadline, a target that answers nothing. Either stops it as a
     // signal would, and its verdict says which.

@@ -349,8 +349,7 @@ fn serve_routes(routes: Routes) -> String {
 }
 
 /// Each engine's own route, asked of the target before the run, by telemetry's one reader:
-/// llama.cpp's `/props`, SGLang's `/get_server_info` (its `max_total_num_tokens` when it
-/// states no `context_length`: only `server_info` read it before) and TGI's `/info`. The
+/// llama.cpp's `/props`, SGLang's `/get_server_info` and TGI's `/info`. The
 /// bodies hold only the fields read (no capture of these routes is among the fixtures). The
 /// run's requests then fail (404): the counts are the plan's, before anything is sent.
 #[test]
@@ -360,16 +359,11 @@ fn each_engine_route_states_the_context_before_the_run() {
     let over = rows.iter().filter(|(i, o)| i + o > limit).count() as u64;
     // SGLang refuses a total at the limit too (`>=`).
     let over_sglang = rows.iter().filter(|(i, o)| i + o >= limit).count() as u64;
-    let cases: [(Routes, &str, u64); 4] = [
+    let cases: [(Routes, &str, u64); 3] = [
         (
             |p| (p == "/props").then_some(r#"{"default_generation_settings":{"n_ctx":8000}}"#),
             "/props n_ctx",
             over,
-        ),
-        (
-            |p| (p == "/get_server_info").then_some(r#"{"max_total_num_tokens":8000}"#),
-            "/get_server_info max_total_num_tokens",
-            over_sglang,
         ),
         (
             |p| (p == "/get_server_info").then_some(r#"{"context_length":8000}"#),
@@ -402,6 +396,142 @@ fn each_engine_route_states_the_context_before_the_run() {
             "{}",
             warnings[0]
         );
+    }
+}
+
+/// SGLang's `max_total_num_tokens` is the size of its KV-cache pool (all running requests
+/// together), not a request's context: neither the pre-flight nor `summary.json`'s
+/// `context.server.max_model_len` reads it as one, and the latter says why there is none.
+#[test]
+fn sglang_kv_pool_size_is_not_a_context_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = serve_routes(|p| {
+        (p == "/get_server_info")
+            .then_some(r#"{"version":"0.4.6","context_length":null,"max_total_num_tokens":912345}"#)
+    });
+    let (out, summary) = replay_with(dir.path(), &url, &[]);
+    let sel = summary["run"]["trace"]["selection"].as_object().unwrap();
+    assert!(!sel.contains_key("context_limit"), "{sel:#?}");
+    assert_eq!(context_warnings(&out), Vec::<String>::new());
+    let server = &summary["context"]["server"];
+    assert_eq!(server["version"], "0.4.6", "{server:#}");
+    let why = server["max_model_len"]["unavailable"].as_str().unwrap();
+    assert!(
+        why.contains(
+            "/get_server_info: context_length is null (SGLang states it only when \
+             started with --context-length; its max_total_num_tokens is the KV-cache pool's \
+             size, not a context length)"
+        ),
+        "{why}"
+    );
+    assert_valid(&summary);
+}
+
+/// A server of several models that asks for the API key: `summary.json`'s `context.server`
+/// reads it as the pre-flight does — the run's model's entry of the model list (not the
+/// first, another model's), over the target's transport (its API key) — and both say the
+/// same context. The key is in no artifact.
+#[test]
+fn context_server_names_the_runs_model_and_its_length_with_the_targets_key() {
+    use std::io::{Read, Write};
+    const KEY: &str = "sekret-ctx-4711";
+    let limit = 8000u64;
+    let rows = rows();
+    let over = rows.iter().filter(|(i, o)| i + o > limit).count() as u64;
+    for keyed in [false, true] {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                std::thread::spawn(move || {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match conn.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => head.extend_from_slice(&buf[..k]),
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let authorized = head.lines().any(|l| {
+                        l.split_once(':').is_some_and(|(name, value)| {
+                            name.eq_ignore_ascii_case("authorization")
+                                && value.trim() == format!("Bearer {KEY}")
+                        })
+                    });
+                    let path = head.split_whitespace().nth(1).unwrap_or("");
+                    let body = match path {
+                        "/v1/models" => Some(
+                            r#"{"object":"list","data":[
+                                {"id":"other-0","object":"model","max_model_len":10},
+                                {"id":"other-1","object":"model","max_model_len":20},
+                                {"id":"m","object":"model","max_model_len":8000}]}"#,
+                        ),
+                        "/version" => Some(r#"{"version":"0.10.1"}"#),
+                        _ => None,
+                    };
+                    let reply = match (keyed && !authorized, body) {
+                        (true, _) => "HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\
+                                      connection: close\r\n\r\n"
+                            .to_string(),
+                        (false, Some(body)) => format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                             content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                            body.len()
+                        ),
+                        (false, None) => "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\
+                                          connection: close\r\n\r\n"
+                            .to_string(),
+                    };
+                    let _ = conn.write_all(reply.as_bytes());
+                });
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let trace = shared(TRACE);
+        let url = format!("http://127.0.0.1:{port}");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_canaryd"))
+            .args([
+                "replay",
+                "--trace",
+                trace.to_str().unwrap(),
+                "--url",
+                &url,
+                "--model",
+                "m",
+                "--api-key-env",
+                "CTX_TEST_KEY",
+                "--output-dir",
+                "out",
+                "--no-ebpf",
+                "--no-nvml",
+                "--speedup",
+                "10",
+            ])
+            .current_dir(dir.path())
+            .env("RUST_LOG", "warn")
+            .env("CTX_TEST_KEY", KEY)
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .unwrap();
+        let summary: Value = serde_json::from_slice(
+            &std::fs::read(dir.path().join("out/summary.json"))
+                .unwrap_or_else(|e| panic!("{e}\n{}", text(&out))),
+        )
+        .unwrap();
+        let server = &summary["context"]["server"];
+        assert_eq!(server["model"], "m", "keyed {keyed}: {server:#}");
+        assert_eq!(server["max_model_len"], limit, "keyed {keyed}: {server:#}");
+        assert_eq!(server["version"], "0.10.1", "keyed {keyed}: {server:#}");
+        // The pre-flight read the same.
+        let sel = &summary["run"]["trace"]["selection"];
+        assert_eq!(sel["context_limit"], limit, "{sel:#}");
+        assert_eq!(sel["context_limit_source"], "/v1/models max_model_len");
+        assert_eq!(sel["over_context"], over, "{sel:#}");
+        assert_valid(&summary);
+        assert!(!common::assert_no_file_holds(dir.path(), KEY, &[]).is_empty());
+        assert!(!text(&out).contains(KEY), "{}", text(&out));
     }
 }
 

@@ -21,23 +21,63 @@ pub const INFO_BODY_BYTES: usize = 1 << 20;
 /// under the target's API root; the source names it `/v1/models` whatever the root.
 pub const MODELS: &str = "/v1/models";
 
-/// The engines' own routes and the fields stating the context length, in the order asked
-/// after [`MODELS`] (the first route stating one wins; within a route, the first field).
-pub const ENGINE_ROUTES: [(&str, &[&str]); 3] = [
+/// An engine's own info route stating the context length.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineRoute {
+    /// The route, at the server's root.
+    pub route: &'static str,
+    /// The fields stating the context length (`a.b` for nested), the first present read.
+    pub keys: &'static [&'static str],
+    /// How that engine refuses a request against it.
+    pub rule: FitRule,
+    /// Said when no field states it: where the engine would.
+    pub hint: &'static str,
+}
+
+/// The engines' own routes, in the order asked after [`MODELS`] (the first route stating a
+/// context length wins; within a route, the first field present).
+///
+/// SGLang's `max_total_num_tokens` (also on `/get_server_info`) is not read: it is the size
+/// of the KV-cache pool, shared by all running requests, not a request's context length.
+pub const ENGINE_ROUTES: [EngineRoute; 3] = [
     // llama.cpp: {"default_generation_settings": {"n_ctx"}} (older builds: top-level n_ctx).
-    ("/props", &["default_generation_settings.n_ctx", "n_ctx"]),
-    // SGLang: {"context_length"?, "max_total_num_tokens"} — the KV pool's size, which also
-    // bounds a request (its scheduler's longest input is the smaller of the two, less one).
-    (
-        "/get_server_info",
-        &["context_length", "max_total_num_tokens"],
-    ),
+    EngineRoute {
+        route: "/props",
+        keys: &["default_generation_settings.n_ctx", "n_ctx"],
+        rule: FitRule::AtMost,
+        hint: "",
+    },
+    // SGLang: {"context_length", ...}: the server's arguments, `null` unless it was started
+    // with --context-length (the model's own length is then not on this route).
+    EngineRoute {
+        route: "/get_server_info",
+        keys: &["context_length"],
+        rule: FitRule::Below,
+        hint: " (SGLang states it only when started with --context-length; its \
+               max_total_num_tokens is the KV-cache pool's size, not a context length)",
+    },
     // TGI: {"max_total_tokens"}.
-    ("/info", &["max_total_tokens"]),
+    EngineRoute {
+        route: "/info",
+        keys: &["max_total_tokens"],
+        rule: FitRule::AtMost,
+        hint: "",
+    },
 ];
+
+/// The routes asked for the context length, in order: [`MODELS`], then [`ENGINE_ROUTES`].
+/// The pre-flight and `summary.json`'s `context.server` both ask them in this order, and
+/// take the first that states one.
+pub fn context_routes() -> impl Iterator<Item = &'static str> {
+    std::iter::once(MODELS).chain(ENGINE_ROUTES.iter().map(|r| r.route))
+}
 
 /// The fields of a model list's entry stating the context length.
 const MODELS_KEYS: &[&str] = &["max_model_len"];
+
+/// The largest context length believed (tokens): the longest contexts served today are
+/// about 10 million tokens; a number past 2^32 is a sentinel or garbage, not a length.
+pub const MOST_TOKENS: u64 = 1 << 32;
 
 /// How a server refuses a request against its context length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,72 +126,166 @@ pub struct ContextLimit {
     pub tokens: u64,
     /// The route and field, e.g. `/v1/models max_model_len`, `/props n_ctx`.
     pub source: String,
+    /// The rule of the engine whose route stated it (SGLang's `/get_server_info`:
+    /// [`FitRule::Below`]; the others [`FitRule::AtMost`]), set where the route is read.
+    pub rule: FitRule,
 }
 
-impl ContextLimit {
-    /// The rule of the engine the source names.
-    pub fn rule(&self) -> FitRule {
-        match self.source.starts_with("/get_server_info ") {
-            true => FitRule::Below,
-            false => FitRule::AtMost,
+/// A field's value as a context length, or what is wrong with it (`field` names it).
+/// An integral float (`4096.0`, `1e3`) is read as its integer: JSON does not tell the two
+/// apart, and a server or proxy that went through a float (Python's `float`, a JSON
+/// library without integers) writes one for the same length; anything else that is not a
+/// positive integer up to [`MOST_TOKENS`] is refused.
+fn tokens(field: &str, x: &Value) -> Result<u64, String> {
+    let n = match x {
+        Value::Number(n) => n,
+        Value::Null => return Err(format!("{field} is null")),
+        Value::String(s) => {
+            let s = canary_core::printable(canary_core::prefix_within(s, 32)).into_owned();
+            return Err(format!("{field} is the string \"{s}\", not a number"));
         }
+        Value::Bool(_) | Value::Array(_) | Value::Object(_) => {
+            return Err(format!("{field} is not a number"))
+        }
+    };
+    let whole = match (n.as_u64(), n.as_f64()) {
+        (Some(u), _) => Some(u),
+        // Exactly an integer, and small enough for f64 to hold every integer up to it.
+        (None, Some(f)) if f.fract() == 0.0 && f > 0.0 && f <= MOST_TOKENS as f64 => Some(f as u64),
+        (None, Some(f)) if f.fract() == 0.0 && f > MOST_TOKENS as f64 => {
+            return Err(format!(
+                "{field} {n} is over {MOST_TOKENS} tokens: not a context length"
+            ))
+        }
+        _ => None,
+    };
+    match whole {
+        Some(0) | None => Err(format!("{field} {n} is not a positive integer")),
+        Some(t) if t > MOST_TOKENS => Err(format!(
+            "{field} {n} is over {MOST_TOKENS} tokens: not a context length"
+        )),
+        Some(t) => Ok(t),
     }
 }
 
-/// The first of `keys` (`a.b` for nested) holding a positive integer, and its last part.
-fn number<'k>(v: &Value, keys: &[&'k str]) -> Option<(u64, &'k str)> {
-    keys.iter().find_map(|k| {
-        let n = k
-            .split('.')
-            .try_fold(v, |v, part| v.get(part))?
-            .as_u64()
-            .filter(|n| *n > 0)?;
-        Some((n, k.rsplit('.').next().unwrap_or(k)))
-    })
+/// The first of `keys` (`a.b` for nested) present in `v`, as a context length, and its last
+/// part; what was wrong when none is usable (a present but unusable one is named).
+fn number<'k>(v: &Value, keys: &[&'k str]) -> Result<(u64, &'k str), String> {
+    let mut wrong = None;
+    for k in keys {
+        let Some(x) = k.split('.').try_fold(v, |v, part| v.get(part)) else {
+            continue;
+        };
+        match tokens(k, x) {
+            Ok(n) => return Ok((n, k.rsplit('.').next().unwrap_or(k))),
+            Err(e) => wrong = wrong.or(Some(e)),
+        }
+    }
+    Err(wrong.unwrap_or_else(|| format!("no {} field", keys.join(" or "))))
 }
 
 /// The entry of a model list for `model`: its own, else the only one (on a server of several
 /// models another's context is not this run's). Without a model to look for, the first.
-pub fn model_entry<'v>(list: &'v Value, model: Option<&str>) -> Option<&'v Value> {
-    let data = list.get("data")?.as_array()?;
-    match model {
-        Some(model) => data
-            .iter()
-            .find(|m| m.get("id").and_then(Value::as_str) == Some(model))
-            .or(data.first().filter(|_| data.len() == 1)),
-        None => data.first(),
-    }
+/// Why none, in words.
+pub fn model_entry<'v>(list: &'v Value, model: Option<&str>) -> Result<&'v Value, String> {
+    let data = list
+        .get("data")
+        .and_then(Value::as_array)
+        .ok_or("no \"data\" list of models")?;
+    let first = data.first().ok_or("an empty list of models")?;
+    let Some(model) = model else {
+        return Ok(first);
+    };
+    let id = |m: &Value| m.get("id").and_then(Value::as_str).map(str::to_owned);
+    data.iter()
+        .find(|m| id(m).as_deref() == Some(model))
+        .or(data.first().filter(|_| data.len() == 1))
+        .ok_or_else(|| {
+            let model = canary_core::printable(canary_core::prefix_within(model, 128));
+            let other = id(first).unwrap_or_default();
+            let other = canary_core::printable(canary_core::prefix_within(&other, 128));
+            format!(
+                "no entry for model \"{model}\" among its {} (the first: \"{other}\")",
+                data.len()
+            )
+        })
 }
 
 /// The context length `route`'s parsed answer states (`route` is [`MODELS`] or one of
-/// [`ENGINE_ROUTES`]); for a model list, that of `model`'s entry ([`model_entry`]).
-pub fn context_in(route: &str, v: &Value, model: Option<&str>) -> Option<ContextLimit> {
-    let (v, keys) = match route {
-        MODELS => (model_entry(v, model)?, MODELS_KEYS),
-        _ => (v, ENGINE_ROUTES.iter().find(|(r, _)| *r == route)?.1),
+/// [`ENGINE_ROUTES`]); for a model list, that of `model`'s entry ([`model_entry`]). Why
+/// none, in words (the route not named: the caller says where it asked).
+pub fn context_in(route: &str, v: &Value, model: Option<&str>) -> Result<ContextLimit, String> {
+    let (v, keys, rule, hint) = match route {
+        MODELS => (model_entry(v, model)?, MODELS_KEYS, FitRule::AtMost, ""),
+        _ => {
+            let r = ENGINE_ROUTES
+                .iter()
+                .find(|r| r.route == route)
+                .ok_or("not a route stating a context length")?;
+            (v, r.keys, r.rule, r.hint)
+        }
     };
-    let (tokens, field) = number(v, keys)?;
-    Some(ContextLimit {
+    // The hint where the field is missing or null, not where it holds a wrong number.
+    let (tokens, field) =
+        number(v, keys).map_err(|e| match e.starts_with("no ") || e.ends_with(" is null") {
+            true => format!("{e}{hint}"),
+            false => e,
+        })?;
+    Ok(ContextLimit {
         tokens,
         source: format!("{route} {field}"),
+        rule,
     })
 }
 
 /// A route's body as JSON: refused past [`INFO_BODY_BYTES`] (a transport that read more
-/// than the cap is refused here too) or when not JSON, the reason in words.
-pub fn read_body(route: &str, body: &[u8]) -> Result<Value, String> {
+/// than the cap is refused here too) or when not JSON, the reason in words (the route not
+/// named: the caller says where it asked).
+pub fn read_body(body: &[u8]) -> Result<Value, String> {
     if body.len() > INFO_BODY_BYTES {
         return Err(format!(
-            "{route}: the response body is over {} MiB, the most read of it",
+            "the response body is over {} MiB, the most read of it",
             INFO_BODY_BYTES >> 20
         ));
     }
-    serde_json::from_slice(body).map_err(|e| format!("{route}: not JSON: {e}"))
+    serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))
 }
 
 /// What a transport answered a GET: the status and the body (at most [`INFO_BODY_BYTES`]
-/// read), or why none, in words.
+/// read), or why none, in words (the path not named: the caller says where it asked).
 pub type Got = Result<(u16, Vec<u8>), String>;
+
+/// A GET of a path on the target, over its own transport (its TLS, API key and headers).
+pub type InfoGet = std::sync::Arc<
+    dyn Fn(String) -> std::pin::Pin<Box<dyn Future<Output = Got> + Send>> + Send + Sync,
+>;
+
+/// The run's target, for `summary.json`'s `context.server`: asked as the pre-flight asks it
+/// (its model's entry of its model list under its API root, over its own transport) when
+/// the server's info routes are on the target's own origin (scheme, host and port). The API
+/// key and headers never go to another host.
+#[derive(Clone)]
+pub struct TargetInfo {
+    /// The target's root, `scheme://host:port`.
+    pub base: String,
+    /// The model the run asks for.
+    pub model: String,
+    /// The model list's path under the target's API root.
+    pub models_path: String,
+    /// The target's transport.
+    pub get: InfoGet,
+}
+
+impl std::fmt::Debug for TargetInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The transport holds the API key: never printed.
+        f.debug_struct("TargetInfo")
+            .field("base", &self.base)
+            .field("model", &self.model)
+            .field("models_path", &self.models_path)
+            .finish_non_exhaustive()
+    }
+}
 
 /// Asks [`MODELS`] (at `models_path`, the target's API root) then each of
 /// [`ENGINE_ROUTES`] with `get`, all within `budget`, until one states the context length
@@ -169,8 +303,7 @@ where
 {
     let deadline = tokio::time::Instant::now() + budget;
     let mut tried: Vec<String> = Vec::new();
-    let routes = std::iter::once(MODELS).chain(ENGINE_ROUTES.iter().map(|(r, _)| *r));
-    for route in routes {
+    for route in context_routes() {
         let path = match route {
             MODELS => models_path.to_string(),
             r => r.to_string(),
@@ -188,15 +321,12 @@ where
             }
         };
         let found = answer.and_then(|(status, body)| match status {
-            200..=299 => {
-                let v = read_body(route, &body)?;
-                context_in(route, &v, model).ok_or_else(|| format!("{route}: no context length"))
-            }
-            s => Err(format!("{route}: HTTP {s}")),
+            200..=299 => context_in(route, &read_body(&body)?, model),
+            s => Err(format!("HTTP {s}")),
         });
         match found {
             Ok(limit) => return Ok(limit),
-            Err(e) => tried.push(e),
+            Err(e) => tried.push(format!("{route}: {e}")),
         }
     }
     Err(tried.join("; "))
@@ -227,11 +357,6 @@ mod tests {
                 "/get_server_info context_length",
             ),
             (
-                "/get_server_info",
-                json!({"max_total_num_tokens": 1000}),
-                "/get_server_info max_total_num_tokens",
-            ),
-            (
                 "/info",
                 json!({"max_total_tokens": 1000}),
                 "/info max_total_tokens",
@@ -240,29 +365,100 @@ mod tests {
         for (route, v, source) in cases {
             let got = context_in(route, &v, Some("m")).unwrap();
             assert_eq!((got.tokens, got.source.as_str()), (1000, source));
+            // The engine's rule, set where its route is read (not guessed from `source`).
+            let rule = match route {
+                "/get_server_info" => FitRule::Below,
+                _ => FitRule::AtMost,
+            };
+            assert_eq!(got.rule, rule, "{route}");
         }
         // Another model's entry is not this run's; the only one is.
         let two =
             json!({"data": [{"id": "a", "max_model_len": 1}, {"id": "b", "max_model_len": 2}]});
-        assert_eq!(context_in(MODELS, &two, Some("m")), None);
+        assert_eq!(
+            context_in(MODELS, &two, Some("m")).unwrap_err(),
+            "no entry for model \"m\" among its 2 (the first: \"a\")"
+        );
         assert_eq!(context_in(MODELS, &two, Some("b")).unwrap().tokens, 2);
         assert_eq!(context_in(MODELS, &two, None).unwrap().tokens, 1);
-        assert_eq!(context_in("/props", &json!({"n_ctx": 0}), None), None);
-        assert_eq!(context_in("/props", &json!({"n_ctx": "9"}), None), None);
+    }
+
+    /// SGLang's `max_total_num_tokens` is its KV-cache pool (all running requests together),
+    /// not a request's context: never read as one, and the reason says so.
+    #[test]
+    fn sglang_kv_pool_size_is_not_a_context_length() {
+        let v = json!({"version": "0.4.6", "context_length": null, "max_total_num_tokens": 912345});
+        let why = context_in("/get_server_info", &v, None).unwrap_err();
+        assert!(
+            why.starts_with("context_length is null (SGLang states it only"),
+            "{why}"
+        );
+        assert!(
+            why.contains("max_total_num_tokens is the KV-cache pool's size"),
+            "{why}"
+        );
+        let v = json!({"max_total_num_tokens": 912345});
+        let why = context_in("/get_server_info", &v, None).unwrap_err();
+        assert!(why.starts_with("no context_length field (SGLang"), "{why}");
+        let v = json!({"context_length": -1});
+        let why = context_in("/get_server_info", &v, None).unwrap_err();
+        assert_eq!(why, "context_length -1 is not a positive integer");
+    }
+
+    /// Each unusable number says what was wrong with it; an integral float is its integer.
+    #[test]
+    fn an_unusable_length_says_what_was_wrong() {
+        let models = |x: &str| {
+            let v: Value =
+                serde_json::from_str(&format!(r#"{{"data":[{{"id":"m","max_model_len":{x}}}]}}"#))
+                    .unwrap();
+            context_in(MODELS, &v, Some("m")).map(|c| c.tokens)
+        };
+        for (x, why) in [
+            ("-1", "max_model_len -1 is not a positive integer"),
+            ("0", "max_model_len 0 is not a positive integer"),
+            ("4096.5", "max_model_len 4096.5 is not a positive integer"),
+            (
+                "\"4096\"",
+                "max_model_len is the string \"4096\", not a number",
+            ),
+            ("null", "max_model_len is null"),
+            ("[1]", "max_model_len is not a number"),
+            (
+                "18446744073709551616",
+                "max_model_len 1.8446744073709552e+19 is over 4294967296 tokens: not a context \
+                 length",
+            ),
+            (
+                "18446744073709551615",
+                "max_model_len 18446744073709551615 is over 4294967296 tokens: not a context \
+                 length",
+            ),
+        ] {
+            assert_eq!(models(x), Err(why.to_string()), "{x}");
+        }
+        assert_eq!(models("4096.0"), Ok(4096));
+        assert_eq!(models("1e3"), Ok(1000));
+        assert_eq!(models("4294967296"), Ok(4294967296));
+        assert_eq!(
+            context_in(MODELS, &json!({"data": [{"id": "m"}]}), Some("m")),
+            Err("no max_model_len field".to_string())
+        );
+        assert_eq!(
+            context_in("/props", &json!({}), None),
+            Err("no default_generation_settings.n_ctx or n_ctx field".to_string())
+        );
     }
 
     #[test]
     fn a_body_past_the_cap_or_not_json_is_refused_in_words() {
         let big = vec![b' '; INFO_BODY_BYTES + 1];
-        let e = read_body("/props", &big).unwrap_err();
-        assert_eq!(
-            e,
-            "/props: the response body is over 1 MiB, the most read of it"
-        );
+        let e = read_body(&big).unwrap_err();
+        assert_eq!(e, "the response body is over 1 MiB, the most read of it");
         let deep = "[".repeat(100_000);
-        assert!(read_body("/info", deep.as_bytes())
+        assert!(read_body(deep.as_bytes())
             .unwrap_err()
-            .starts_with("/info: not JSON: "));
+            .starts_with("not JSON: "));
     }
 
     /// The edge, as vLLM and SGLang refuse.
@@ -281,15 +477,5 @@ mod tests {
         assert_eq!(below.refused(100, 90, Some(10)), (true, false));
         assert_eq!(below.refused(100, 99, None), (false, false));
         assert_eq!(below.refused(100, 100, None), (true, true));
-        let sglang = ContextLimit {
-            tokens: 1,
-            source: "/get_server_info context_length".into(),
-        };
-        assert_eq!(sglang.rule(), FitRule::Below);
-        let vllm = ContextLimit {
-            tokens: 1,
-            source: "/v1/models max_model_len".into(),
-        };
-        assert_eq!(vllm.rule(), FitRule::AtMost);
     }
 }

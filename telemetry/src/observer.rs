@@ -63,6 +63,10 @@ pub struct Config {
     pub server_metrics_outage: OutageLog,
     /// The same for DCGM.
     pub dcgm_outage: OutageLog,
+    /// The run's target and its transport: the server's info routes (`summary.json`'s
+    /// `context.server`) are asked over it when they are on the target's origin, as the
+    /// context pre-flight asks them.
+    pub server_info_target: Option<crate::context_length::TargetInfo>,
 }
 
 impl Config {
@@ -91,6 +95,7 @@ impl Default for Config {
             client_identity: None,
             server_metrics_outage: OutageLog::default(),
             dcgm_outage: OutageLog::default(),
+            server_info_target: None,
         }
     }
 }
@@ -108,6 +113,8 @@ pub struct TelemetryObserver {
     /// The server's base URL (its metrics URL's scheme and authority) and TLS, to ask it
     /// what it is.
     server_base: Option<(String, Option<std::sync::Arc<rustls::ClientConfig>>)>,
+    /// The run's model and target, for the same ([`Config::server_info_target`]).
+    server_target: (Option<String>, Option<crate::context_length::TargetInfo>),
     sources: BTreeMap<Source, SourceState>,
     /// The endpoints' URLs as configured and as shown: states quote the URL, and its user
     /// info or query may hold a secret.
@@ -230,6 +237,10 @@ impl TelemetryObserver {
             gpu_context: None,
             nvml_lost: None,
             server_base: None,
+            server_target: (
+                cfg.server_metrics_model.clone(),
+                cfg.server_info_target.clone(),
+            ),
             sources: BTreeMap::new(),
             redactions,
             window_from: Mutex::new(None),
@@ -610,7 +621,12 @@ impl Observer for TelemetryObserver {
                             max_model_len: Known::unavailable(WHY),
                         }
                     }
-                    false => server_context(base, tls.clone(), SERVER_INFO_TIMEOUT).await,
+                    false => {
+                        let (model, target) = &self.server_target;
+                        let (model, target) = (model.as_deref(), target.as_ref());
+                        server_context(base, tls.clone(), model, target, SERVER_INFO_TIMEOUT)
+                            .await
+                    }
                 };
                 let s = &mut context.server;
                 s.version = found.version;

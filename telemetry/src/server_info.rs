@@ -3,9 +3,17 @@
 //! port) — vLLM's `/version`, SGLang's `/get_server_info`, TGI's `/info`, llama.cpp's
 //! `/props` — and the OpenAI-compatible `/v1/models`. Each field not found says which routes
 //! were tried and what they answered.
+//!
+//! The context length is read as the pre-flight reads it ([`crate::context_length`]): the
+//! run's model's entry of the model list, then the engines' routes in the same order, the
+//! first stating one. On the target's own origin the routes are asked over the target's
+//! transport (its model list under its API root, its API key and headers); another host
+//! (a `/metrics` URL elsewhere) gets no secret of the target's.
 
-use crate::context_length::{context_in, read_body, INFO_BODY_BYTES, MODELS};
-use crate::http::{error_chain, Endpoint};
+use crate::context_length::{
+    context_in, context_routes, model_entry, read_body, Got, TargetInfo, INFO_BODY_BYTES, MODELS,
+};
+use crate::http::{error_chain, Endpoint, ScrapeError};
 use canary_core::{Known, ServerContext};
 use rustls::ClientConfig;
 use serde_json::Value;
@@ -46,83 +54,104 @@ fn text(v: &Value, keys: &[&str]) -> Option<String> {
     })
 }
 
-/// What one engine route says: (version, model, context length). The context length is read
-/// as the pre-flight reads it ([`context_in`]: the same fields).
-fn engine_info(route: &str, v: &Value) -> (Option<String>, Option<String>, Option<u64>) {
+/// What one engine route says: (version, model).
+fn engine_info(route: &str, v: &Value) -> (Option<String>, Option<String>) {
     match route {
         // vLLM (and canary-sim): {"version": "0.10.1"}.
-        "/version" => (text(v, &["version"]), None, None),
+        "/version" => (text(v, &["version"]), None),
         // SGLang: {"version", "model_path", "context_length"?, ...}.
         "/get_server_info" => (
             text(v, &["version"]),
             text(v, &["served_model_name", "model_path"]),
-            context_in(route, v, None).map(|c| c.tokens),
         ),
         // TGI: {"model_id", "version", "max_total_tokens", ...}.
-        "/info" => (
-            text(v, &["version"]),
-            text(v, &["model_id"]),
-            context_in(route, v, None).map(|c| c.tokens),
-        ),
+        "/info" => (text(v, &["version"]), text(v, &["model_id"])),
         // llama.cpp: {"build_info", "model_path", "default_generation_settings": {"n_ctx"}}.
         "/props" => (
             text(v, &["build_info"]),
             text(v, &["model_alias", "model_path"]),
-            context_in(route, v, None).map(|c| c.tokens),
         ),
-        _ => (None, None, None),
+        _ => (None, None),
     }
 }
 
-/// The first model of a `/v1/models` list: its id and `max_model_len` (vLLM, canary-sim).
-fn models_info(v: &Value) -> (Option<String>, Option<u64>) {
-    let first = v.get("data").and_then(|d| d.get(0));
-    match first {
-        Some(m) => (
-            text(m, &["id"]),
-            context_in(MODELS, v, None).map(|c| c.tokens),
-        ),
-        None => (None, None),
-    }
-}
-
-/// GETs `route` on `base` and parses its JSON body; why not, in words.
-async fn get_json(
-    base: &str,
-    route: &str,
-    tls: Option<Arc<ClientConfig>>,
-    t: Duration,
-) -> Result<Value, String> {
-    let url = format!("{base}{route}");
+/// GETs `path` on `base` over this crate's transport (TLS only, no credential): the status
+/// and body, or why none. An HTML page is said to be one (not "not a metrics page": it was
+/// asked for JSON).
+async fn get_plain(base: &str, path: &str, tls: Option<Arc<ClientConfig>>, t: Duration) -> Got {
+    let url = format!("{base}{path}");
     let endpoint = Endpoint::parse(&url, tls)
         .map_err(|e| error_chain(&e))?
         .with_body_cap(INFO_BODY_BYTES);
-    let (body, _) = endpoint.get(t).await.map_err(|e| error_chain(&e))?;
-    read_body(route, body.as_bytes())
+    match endpoint.get(t).await {
+        Ok((body, _)) => Ok((200, body.into_bytes())),
+        Err(ScrapeError::Status { status, .. }) => Ok((status, Vec::new())),
+        Err(ScrapeError::NotMetrics { content_type, .. }) => {
+            Err(format!("body is {content_type:?}, not JSON"))
+        }
+        Err(e) => {
+            // The transport's errors name the URL; said once, by the caller.
+            let said = error_chain(&e);
+            Err(said
+                .strip_prefix(&format!("{url}: "))
+                .map(str::to_owned)
+                .unwrap_or(said))
+        }
+    }
 }
 
-/// The engines' info routes, in the order tried.
-const ROUTES: [&str; 4] = ["/version", "/get_server_info", "/info", "/props"];
+/// Whether two roots (`scheme://host[:port]`) are the same origin: the target's API key
+/// and headers may go there.
+fn same_origin(a: &str, b: &str) -> bool {
+    let parts = |u: &str| {
+        let uri: http::Uri = u.parse().ok()?;
+        let scheme = uri.scheme_str()?.to_ascii_lowercase();
+        let port = uri
+            .port_u16()
+            .unwrap_or(if scheme == "https" { 443 } else { 80 });
+        Some((scheme, uri.host()?.to_ascii_lowercase(), port))
+    };
+    matches!((parts(a), parts(b)), (Some(x), Some(y)) if x == y)
+}
 
-/// What the server at `base` says of itself. `/v1/models` first (the model and, on vLLM,
-/// `max_model_len`), then each engine's route until one gives a version, all within `budget`:
-/// the routes are asked after the run, and a server that accepts but never answers would
-/// otherwise hold the run's end (and a shutdown) for a timeout per route.
+/// The route that gives vLLM's version (it states no context length), asked after the
+/// model list.
+const VERSION: &str = "/version";
+
+/// What the server at `base` says of itself, within `budget`: the routes are asked after
+/// the run, and a server that accepts but never answers would otherwise hold the run's end
+/// (and a shutdown) for a timeout per route. The model list first (the model and, on vLLM,
+/// `max_model_len`: `model`'s entry, else the only one), then vLLM's `/version`, then the
+/// engines' routes in the pre-flight's order, until both a version and a context length are
+/// found. The context length is the first route's to state one, in the pre-flight's order
+/// ([`context_routes`]; `/version` states none). `target`: the run's target, whose transport
+/// asks the routes when it is `base`'s origin.
 pub(crate) async fn server_context(
     base: &str,
     tls: Option<Arc<ClientConfig>>,
+    model: Option<&str>,
+    target: Option<&TargetInfo>,
     budget: Duration,
 ) -> ServerContext {
     let deadline = tokio::time::Instant::now() + budget;
     let left = || deadline.saturating_duration_since(tokio::time::Instant::now());
+    let target = target.filter(|t| same_origin(&t.base, base));
+    let model = target.map(|t| t.model.as_str()).or(model);
     let mut tried: Vec<String> = Vec::new();
-    let (mut model, mut max_len) = (None, None);
-    match get_json(base, MODELS, tls.clone(), left()).await {
-        Ok(v) => (model, max_len) = models_info(&v),
-        Err(e) => tried.push(e),
-    }
-    let mut version = None;
-    for route in ROUTES {
+    let (mut version, mut found_model, mut max_len) = (None, None, None);
+    let routes = context_routes()
+        .take(1)
+        .chain([VERSION])
+        .chain(context_routes().skip(1));
+    for route in routes {
+        if version.is_some() && max_len.is_some() {
+            break;
+        }
+        let path = match (route, target) {
+            (MODELS, Some(t)) => t.models_path.clone(),
+            (r, _) => r.to_string(),
+        };
+        let url = format!("{base}{path}");
         if left().is_zero() {
             tried.push(format!(
                 "{route} and after: not asked, the {} ms for the server's info routes spent",
@@ -130,24 +159,59 @@ pub(crate) async fn server_context(
             ));
             break;
         }
-        match get_json(base, route, tls.clone(), left()).await {
-            Ok(v) => {
-                let (ver, m, len) = engine_info(route, &v);
-                model = model.or(m);
-                max_len = max_len.or(len);
-                if ver.is_some() {
-                    version = ver;
-                    break;
-                }
-                tried.push(format!("{route}: no version in its answer"));
+        let got = match target {
+            Some(t) => tokio::time::timeout(left(), (t.get)(path)).await,
+            None => tokio::time::timeout(left(), get_plain(base, &path, tls.clone(), left())).await,
+        };
+        let v = match got {
+            Err(_) => {
+                tried.push(format!(
+                    "{url}: no answer within the {} ms for the server's info routes",
+                    budget.as_millis()
+                ));
+                continue;
             }
-            Err(e) => tried.push(e),
+            Ok(Err(e)) => Err(e),
+            Ok(Ok((200..=299, body))) => read_body(&body),
+            Ok(Ok((status, _))) => Err(format!("HTTP status {status}")),
+        };
+        let v = match v {
+            Ok(v) => v,
+            Err(e) => {
+                tried.push(format!("{url}: {e}"));
+                continue;
+            }
+        };
+        if route == MODELS {
+            match model_entry(&v, model) {
+                Ok(m) => found_model = found_model.or_else(|| text(m, &["id"])),
+                Err(e) => tried.push(format!("{url}: {e}")),
+            }
+        } else {
+            let (ver, m) = engine_info(route, &v);
+            found_model = found_model.or(m);
+            match ver {
+                Some(ver) => version = version.or(Some(ver)),
+                None if version.is_none() => tried.push(format!("{url}: no version in its answer")),
+                None => {}
+            }
+        }
+        if route != VERSION && max_len.is_none() {
+            match context_in(route, &v, model) {
+                Ok(c) => max_len = Some(c.tokens),
+                // A model list without the run's model: said once, above.
+                Err(_) if route == MODELS && model_entry(&v, model).is_err() => {}
+                Err(e) => tried.push(format!("{url}: {e}")),
+            }
         }
     }
-    let why = |what: &str| format!("{what} not found: {}", tried.join("; "));
+    let why = |what: &str| match tried.is_empty() {
+        true => format!("{what} not found: no route stated it"),
+        false => format!("{what} not found: {}", tried.join("; ")),
+    };
     ServerContext {
         version: Known::from_option(version, why("version")),
-        model: Known::from_option(model, why("model")),
+        model: Known::from_option(found_model, why("model")),
         max_model_len: Known::from_option(max_len, why("context length")),
         ..Default::default()
     }
@@ -209,7 +273,7 @@ mod tests {
             _ => None,
         })
         .await;
-        let ctx = server_context(&base, None, Duration::from_secs(10)).await;
+        let ctx = server_context(&base, None, Some("m"), None, Duration::from_secs(10)).await;
         assert_eq!(ctx.version.value().map(String::as_str), Some("0.4.1"));
         assert_eq!(ctx.model.value().map(String::as_str), Some("m"));
         assert_eq!(ctx.max_model_len.value().copied(), Some(4096));
@@ -220,7 +284,7 @@ mod tests {
                 .then(|| format!(r#"{{"version":"1","pad":"{}"}}"#, "x".repeat(2 << 20)))
         })
         .await;
-        let ctx = server_context(&base, None, Duration::from_secs(10)).await;
+        let ctx = server_context(&base, None, Some("m"), None, Duration::from_secs(10)).await;
         let Known::Unavailable { unavailable: why } = &ctx.version else {
             panic!("a version read past the cap: {:?}", ctx.version);
         };
@@ -232,43 +296,111 @@ mod tests {
     }
 
     /// The pre-flight's reader (over this crate's transport here) and `server_context` read
-    /// the same context from the same server: SGLang's `max_total_num_tokens` when it states
-    /// no `context_length`; a route past the 1 MiB cap is refused in words, the next read.
+    /// the same context from the same server: the run's model's entry of a model list that
+    /// lists others first, else the engines' routes in one order (llama.cpp's `/props` before
+    /// SGLang's `/get_server_info`); a route past the 1 MiB cap is refused in words, the next
+    /// read. SGLang's `max_total_num_tokens` (its KV pool) is read by neither.
     #[tokio::test]
     async fn the_preflight_reader_and_server_context_agree() {
-        let base = serve_routes(|path| match path {
-            "/props" => Some(format!(r#"{{"n_ctx":1,"pad":"{}"}}"#, "x".repeat(2 << 20))),
-            "/get_server_info" => Some(r#"{"version":"0.4.1","max_total_num_tokens":4096}"#.into()),
-            _ => None,
-        })
-        .await;
-        let ctx = server_context(&base, None, Duration::from_secs(10)).await;
-        assert_eq!(ctx.max_model_len.value().copied(), Some(4096));
-        let get = |path: String| {
-            let url = format!("{base}{path}");
-            async move {
-                let e = Endpoint::parse(&url, None)
-                    .map_err(|e| error_chain(&e))?
-                    .with_body_cap(INFO_BODY_BYTES);
-                let (body, _) = e
-                    .get(Duration::from_secs(5))
-                    .await
-                    .map_err(|e| error_chain(&e))?;
-                Ok((200, body.into_bytes()))
-            }
+        let preflight = |base: String| async move {
+            let get = |path: String| {
+                let url = format!("{base}{path}");
+                async move {
+                    match get_plain(&url, "", None, Duration::from_secs(5)).await {
+                        Ok(got) => Ok(got),
+                        Err(e) => Err(e),
+                    }
+                }
+            };
+            crate::context_length::ask_context(
+                "/v1/models",
+                Some("m"),
+                Duration::from_secs(10),
+                get,
+            )
+            .await
+            .map(|c| (c.tokens, c.source))
         };
-        let limit = crate::context_length::ask_context(
-            "/v1/models",
-            Some("m"),
-            Duration::from_secs(10),
-            get,
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            (limit.tokens, limit.source.as_str()),
-            (4096, "/get_server_info max_total_num_tokens")
-        );
+        type Answers = fn(&str) -> Option<String>;
+        let servers: [(Answers, Option<(u64, &str)>); 3] = [
+            (
+                |path| match path {
+                    "/v1/models" => Some(
+                        r#"{"data":[{"id":"other-0","max_model_len":10},
+                                    {"id":"other-1","max_model_len":20},
+                                    {"id":"m","max_model_len":100000}]}"#
+                            .into(),
+                    ),
+                    "/version" => Some(r#"{"version":"0.10.1"}"#.into()),
+                    _ => None,
+                },
+                Some((100000, "/v1/models max_model_len")),
+            ),
+            (
+                |path| match path {
+                    "/props" => Some(r#"{"n_ctx":2048,"build_info":"b1"}"#.into()),
+                    "/get_server_info" => {
+                        Some(r#"{"version":"0.4.1","context_length":4096}"#.into())
+                    }
+                    _ => None,
+                },
+                Some((2048, "/props n_ctx")),
+            ),
+            (
+                |path| {
+                    match path {
+                    "/props" => Some(format!(r#"{{"n_ctx":1,"pad":"{}"}}"#, "x".repeat(2 << 20))),
+                    "/get_server_info" => Some(
+                        r#"{"version":"0.4.1","context_length":null,"max_total_num_tokens":912345}"#
+                            .into(),
+                    ),
+                    _ => None,
+                }
+                },
+                None,
+            ),
+        ];
+        for (routes, want) in servers {
+            let base = serve_routes(routes).await;
+            let ctx = server_context(&base, None, Some("m"), None, Duration::from_secs(10)).await;
+            let before = preflight(base.clone()).await;
+            assert_eq!(
+                before.as_ref().ok().map(|(t, s)| (*t, s.as_str())),
+                want,
+                "{before:?}"
+            );
+            assert_eq!(
+                ctx.max_model_len.value().copied(),
+                want.map(|w| w.0),
+                "{ctx:?}"
+            );
+            if want.is_none() {
+                let Known::Unavailable { unavailable: why } = &ctx.max_model_len else {
+                    unreachable!()
+                };
+                assert!(
+                    why.contains(&format!(
+                        "{base}/props: the response body is over 1 MiB, the most read of it"
+                    )),
+                    "{why}"
+                );
+                assert!(
+                    why.contains(&format!(
+                        "{base}/get_server_info: context_length is null (SGLang"
+                    )),
+                    "{why}"
+                );
+                assert!(before
+                    .unwrap_err()
+                    .contains("/get_server_info: context_length is null"));
+            }
+        }
+        // The model named is the run's, not the list's first.
+        let base = serve_routes(servers[0].0).await;
+        let ctx = server_context(&base, None, Some("m"), None, Duration::from_secs(10)).await;
+        assert_eq!(ctx.model.value().map(String::as_str), Some("m"));
+        assert_eq!(ctx.version.value().map(String::as_str), Some("0.10.1"));
+
         // Against a server that never answers: the budget once, said in words.
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let silent = format!("http://{}", listener.local_addr().unwrap());
@@ -280,14 +412,7 @@ mod tests {
         });
         let get = |path: String| {
             let url = format!("{silent}{path}");
-            async move {
-                let e = Endpoint::parse(&url, None).map_err(|e| error_chain(&e))?;
-                let (body, _) = e
-                    .get(Duration::from_secs(60))
-                    .await
-                    .map_err(|e| error_chain(&e))?;
-                Ok((200, body.into_bytes()))
-            }
+            async move { get_plain(&url, "", None, Duration::from_secs(60)).await }
         };
         let why =
             crate::context_length::ask_context("/v1/models", None, Duration::from_millis(300), get)
@@ -298,6 +423,69 @@ mod tests {
             "/v1/models: no answer within the 300 ms for the server's info routes; the rest \
              not asked"
         );
+    }
+
+    /// Unusable numbers and answers that are not JSON say what was wrong, naming the URL;
+    /// an HTML page is not called a metrics page.
+    #[tokio::test]
+    async fn each_reason_says_what_was_wrong_and_where() {
+        let base = serve_routes(|path| match path {
+            "/v1/models" => Some(r#"{"data":[{"id":"m","max_model_len":-1}]}"#.into()),
+            "/version" => Some(r#"{"version":"0.10.1"}"#.into()),
+            "/props" => Some("[[[[".into()),
+            _ => None,
+        })
+        .await;
+        let ctx = server_context(&base, None, Some("m"), None, Duration::from_secs(10)).await;
+        let Known::Unavailable { unavailable: why } = &ctx.max_model_len else {
+            panic!("{:?}", ctx.max_model_len);
+        };
+        assert!(
+            why.starts_with(&format!(
+                "context length not found: {base}/v1/models: max_model_len -1 is not a positive \
+                 integer; {base}/props: not JSON: "
+            )),
+            "{why}"
+        );
+        assert!(
+            why.contains(&format!("{base}/info: HTTP status 404")),
+            "{why}"
+        );
+        assert_eq!(ctx.version.value().map(String::as_str), Some("0.10.1"));
+
+        // An HTML page where JSON was asked.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf).await;
+                    let body = "<html>login</html>";
+                    let _ = s
+                        .write_all(
+                            format!(
+                                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\
+                                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                                body.len()
+                            )
+                            .as_bytes(),
+                        )
+                        .await;
+                });
+            }
+        });
+        let ctx = server_context(&base, None, Some("m"), None, Duration::from_secs(10)).await;
+        let Known::Unavailable { unavailable: why } = &ctx.model else {
+            panic!("{:?}", ctx.model);
+        };
+        assert!(
+            why.contains(&format!(
+                "{base}/v1/models: body is \"text/html\", not JSON"
+            )),
+            "{why}"
+        );
+        assert!(!why.contains("metrics page"), "{why}");
     }
 
     /// A server that accepts and never answers spends the budget on its first route; the
@@ -313,7 +501,7 @@ mod tests {
                 held.push(s);
             }
         });
-        let ctx = server_context(&base, None, Duration::from_millis(300)).await;
+        let ctx = server_context(&base, None, Some("m"), None, Duration::from_millis(300)).await;
         let Known::Unavailable { unavailable: why } = &ctx.version else {
             panic!("{:?}", ctx.version);
         };
@@ -351,7 +539,7 @@ mod tests {
             "1.0\n2026-01-01T00:00:00Z  INFO canaryd: prod: pass\u{1b}[2J{}",
             "x".repeat(1 << 20)
         );
-        let (version, _, _) = engine_info("/version", &json!({ "version": forged }));
+        let (version, _) = engine_info("/version", &json!({ "version": forged }));
         let version = version.unwrap();
         assert!(version.len() <= TEXT_LIMIT + 16, "{} bytes", version.len());
         assert!(!version.chars().any(char::is_control), "{version}");
@@ -364,22 +552,25 @@ mod tests {
                            "default_generation_settings": {"n_ctx": 4096}});
         assert_eq!(
             engine_info("/props", &props),
-            (
-                Some("b5000-abc".into()),
-                Some("/m/q.gguf".into()),
-                Some(4096)
-            )
+            (Some("b5000-abc".into()), Some("/m/q.gguf".into()))
         );
         let tgi = json!({"model_id": "m", "version": "3.0.1", "max_total_tokens": 8192});
         assert_eq!(
             engine_info("/info", &tgi),
-            (Some("3.0.1".into()), Some("m".into()), Some(8192))
+            (Some("3.0.1".into()), Some("m".into()))
         );
-        let models = json!({"data": [{"id": "canary-sim", "max_model_len": 1000}]});
-        assert_eq!(
-            models_info(&models),
-            (Some("canary-sim".into()), Some(1000))
-        );
-        assert_eq!(models_info(&json!({"data": []})), (None, None));
+    }
+
+    #[test]
+    fn the_same_origin_is_the_same_scheme_host_and_port() {
+        assert!(same_origin(
+            "http://127.0.0.1:8000",
+            "http://127.0.0.1:8000"
+        ));
+        assert!(same_origin("http://H", "http://h:80"));
+        assert!(same_origin("https://h", "https://h:443"));
+        assert!(!same_origin("http://h:8000", "http://h:8001"));
+        assert!(!same_origin("http://h:443", "https://h:443"));
+        assert!(!same_origin("http://a:80", "http://b:80"));
     }
 }

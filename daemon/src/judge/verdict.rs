@@ -56,6 +56,18 @@ pub struct Verdict {
     pub reasons: Vec<String>,
 }
 
+/// The first reasons an older canaryd (before `interrupted` was a verdict kind of its own,
+/// ae4749e) wrote for an interrupted run's `error` verdict, and the reason each reads as:
+/// the judge's `Verdict::error("interrupted")`, and the daemon's trace load stopped by a
+/// signal (`interrupted while loading the trace`, cdc41ac).
+const OLD_INTERRUPTED: [(&str, Option<&str>); 2] = [
+    ("interrupted", None),
+    (
+        "interrupted while loading the trace",
+        Some("while loading the trace"),
+    ),
+];
+
 impl Verdict {
     /// The run could not be carried out.
     pub fn error(reason: impl Into<String>) -> Verdict {
@@ -74,10 +86,12 @@ impl Verdict {
     }
 
     /// A verdict as stored (a history row, a `verdict.json`): its kind and reasons, with an
-    /// interrupted run as an older canaryd wrote it (`error: interrupted`, kind `error` and
-    /// the one reason `interrupted`, or `interrupted while loading the trace`) read as
-    /// `interrupted`. Only a first reason that is the word or starts with it is taken: an
-    /// error whose cause merely quotes it (a server's body) stays an error.
+    /// interrupted run as an older canaryd wrote it read as `interrupted`: kind `error` and a
+    /// first reason that is exactly one of the two texts it wrote ([`OLD_INTERRUPTED`]:
+    /// `interrupted`, and `interrupted while loading the trace` from the daemon's trace
+    /// load). Any other error stays an error, even one starting with the word (the CLI
+    /// sweep's `interrupted before anything was sent` is an error verdict, and `/metrics`
+    /// counts it as one).
     pub fn read(kind: VerdictKind, reasons: Vec<String>) -> Verdict {
         if kind != VerdictKind::Error {
             return Verdict { kind, reasons };
@@ -85,14 +99,17 @@ impl Verdict {
         let Some((first, rest)) = reasons.split_first() else {
             return Verdict { kind, reasons };
         };
-        let why = match first.strip_prefix("interrupted") {
-            Some("") => None,
-            Some(why) if why.starts_with(' ') => Some(why.trim_start().to_string()),
-            _ => return Verdict { kind, reasons },
+        let why = match OLD_INTERRUPTED.iter().find(|(old, _)| first == old) {
+            Some((_, why)) => why,
+            None => return Verdict { kind, reasons },
         };
         Verdict {
             kind: VerdictKind::Interrupted,
-            reasons: why.into_iter().chain(rest.iter().cloned()).collect(),
+            reasons: why
+                .iter()
+                .map(|w| w.to_string())
+                .chain(rest.iter().cloned())
+                .collect(),
         }
     }
 
@@ -548,6 +565,12 @@ mod tests {
              interrupted",
             "interruptedness",
             "no verdict.json: the process died or its results could not be written",
+            // The CLI sweep's own error verdicts (cli/sweep/point.rs): errors, not
+            // interrupted runs an old binary wrote.
+            "interrupted before anything was sent",
+            "interrupted after 2 of 5 runs",
+            "interrupted while loading the trace: and more",
+            " interrupted",
         ] {
             assert_eq!(old(&[error]).kind, VerdictKind::Error, "{error}");
         }

@@ -511,6 +511,8 @@ impl RunContext {
             server_pid: t.server_pid,
             ca_bundle: t.ca_bundle.clone(),
             client_identity: t.client_identity.clone(),
+            // Set by `execute`, from the run's target with its key.
+            server_info_target: None,
         };
         Observe {
             telemetry,

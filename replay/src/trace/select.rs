@@ -396,14 +396,27 @@ impl SelectionReport {
         requests: impl Iterator<Item = (u32, Option<u32>)>,
         refused: impl Fn(u64, Option<u64>) -> (bool, bool),
     ) -> Option<String> {
+        self.count_over_context_times(limit, source, requests.map(|r| (r, 1)), refused)
+    }
+
+    /// [`SelectionReport::count_over_context`] of requests given with how many times each
+    /// is planned (`((prompt, max_tokens), times)`): a billion alike requests are judged
+    /// once.
+    pub fn count_over_context_times(
+        &mut self,
+        limit: u64,
+        source: &str,
+        requests: impl Iterator<Item = ((u32, Option<u32>), u64)>,
+        refused: impl Fn(u64, Option<u64>) -> (bool, bool),
+    ) -> Option<String> {
         let (mut total, mut over, mut prompt_over) = (0u64, 0u64, 0u64);
-        for (prompt, max_tokens) in requests {
-            total += 1;
+        for ((prompt, max_tokens), times) in requests {
+            total += times;
             let (is_over, alone) = refused(u64::from(prompt), max_tokens.map(u64::from));
             if is_over {
-                over += 1;
+                over += times;
                 if alone {
-                    prompt_over += 1;
+                    prompt_over += times;
                 }
             }
         }
@@ -648,5 +661,27 @@ mod tests {
             None
         );
         assert_eq!(r.over_context, Some(0));
+        // A billion alike requests, judged once (the pre-flight's synthetic plan): the
+        // counts and the warning are the billion's.
+        let mut r = SelectionReport::default();
+        let calls = std::cell::Cell::new(0u32);
+        let counted = |p, m| {
+            calls.set(calls.get() + 1);
+            vllm(p, m)
+        };
+        let w = r.count_over_context_times(
+            100,
+            "x",
+            [((95, Some(10)), 1_000_000_000)].into_iter(),
+            counted,
+        );
+        assert_eq!(calls.get(), 1);
+        assert_eq!(
+            (r.over_context, r.prompt_over_context),
+            (Some(1_000_000_000), Some(0))
+        );
+        assert!(w
+            .unwrap()
+            .starts_with("1000000000 of 1000000000 requests ask for more tokens"),);
     }
 }
