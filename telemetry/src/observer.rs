@@ -624,8 +624,7 @@ impl Observer for TelemetryObserver {
                     false => {
                         let (model, target) = &self.server_target;
                         let (model, target) = (model.as_deref(), target.as_ref());
-                        server_context(base, tls.clone(), model, target, SERVER_INFO_TIMEOUT)
-                            .await
+                        server_context(base, tls.clone(), model, target, SERVER_INFO_TIMEOUT).await
                     }
                 };
                 let s = &mut context.server;

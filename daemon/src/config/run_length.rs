@@ -271,13 +271,13 @@ pub fn unanswered_warning(w: &Workload, timeout: Duration) -> Option<String> {
     let rounds = u32::try_from(count.div_ceil(users)).unwrap_or(u32::MAX);
     let worst = timeout.saturating_mul(rounds);
     let (deadline, which) = match w.run_deadline {
-        Some(d) => (d, "run_deadline"),
+        Some(d) => (Some(d), "run_deadline"),
         None => (
-            crate::run_deadline::default_for(w, None),
+            crate::run_deadline::default_for(w, None, timeout),
             "the default run deadline",
         ),
     };
-    let bound = worst.min(deadline);
+    let bound = deadline.map_or(worst, |d| worst.min(d));
     if bound <= period.saturating_mul(UNANSWERED_PERIODS) {
         return None;
     }
@@ -285,15 +285,16 @@ pub fn unanswered_warning(w: &Workload, timeout: Duration) -> Option<String> {
         "{count} requests by {users} user(s), one after another, each waiting request_timeout \
          {timeout:?}"
     );
-    let how = match worst <= deadline {
-        true => format!(
-            "an upper bound: {requests}; within {which} {}",
-            crate::run_deadline::human(deadline)
-        ),
-        false => format!(
+    let how = match deadline {
+        Some(d) if d < worst => format!(
             "an upper bound: {which} {} stops it there; {requests} would take {worst:?}",
-            crate::run_deadline::human(deadline)
+            crate::run_deadline::human(d)
         ),
+        Some(d) => format!(
+            "an upper bound: {requests}; within {which} {}",
+            crate::run_deadline::human(d)
+        ),
+        None => format!("an upper bound: {requests}"),
     };
     Some(format!(
         "a run can last up to {bound:?} ({how}) against a target that accepts requests and \
@@ -326,8 +327,9 @@ mod tests {
     }
 
     /// 10 requests by 2 users, 10 min each: 50 min, under the default deadline (1 h, the
-    /// floor for a 1 min period), said with it; 100 requests: 500 min, past it, so the bound
-    /// is the deadline; a run_deadline given is the one said; one under 3 periods, nothing.
+    /// floor for a 1 min period), said with it; 100 requests: 500 min, within the default
+    /// deadline (what the settings allow: 50 rounds of 610 s, plus the 30 s grace), said with
+    /// it; a run_deadline given under it is the bound; one under 3 periods, nothing.
     #[test]
     fn the_unanswered_warning_says_the_run_deadline_that_bounds_it() {
         let timeout = Duration::from_secs(600);
@@ -344,9 +346,9 @@ mod tests {
         let got = unanswered_warning(&w, timeout).unwrap();
         assert!(
             got.starts_with(
-                "a run can last up to 3600s (an upper bound: the default run deadline 1h stops \
-                 it there; 100 requests by 2 user(s), one after another, each waiting \
-                 request_timeout 600s would take 30000s)"
+                "a run can last up to 30000s (an upper bound: 100 requests by 2 user(s), one \
+                 after another, each waiting request_timeout 600s; within the default run \
+                 deadline 30530s)"
             ),
             "{got}"
         );
