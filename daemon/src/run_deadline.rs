@@ -116,17 +116,9 @@ fn one_request(request_timeout: Duration) -> Duration {
         .saturating_add(request_timeout)
 }
 
-/// `15m`, `2h`, `90s`, `1.5s`: the largest unit that divides the duration.
-pub fn human(d: Duration) -> String {
-    let s = d.as_secs();
-    match (s, d.subsec_nanos()) {
-        (0, _) | (_, 1..) => format!("{d:?}"),
-        (s, 0) if s % 86400 == 0 => format!("{}d", s / 86400),
-        (s, 0) if s % 3600 == 0 => format!("{}h", s / 3600),
-        (s, 0) if s % 60 == 0 => format!("{}m", s / 60),
-        (s, _) => format!("{s}s"),
-    }
-}
+/// `15m`, `2h`, `90s`, `1.5s`: durations as the config writes them (one function, the
+/// cadence's).
+pub use crate::config::cadence::human;
 
 /// Stops one run when its [`Limits`] say so, and says why: the run's stop token (a child of
 /// the shutdown's, so a signal stops it too), the observer that counts requests that got

@@ -420,7 +420,7 @@ pub async fn wait_until(due: SystemTime, wall: WallClock, stop: &CancellationTok
 }
 
 /// `15m`, `2h`, `90s`, `1.5s`: the largest unit that divides the duration.
-fn human(d: Duration) -> String {
+pub fn human(d: Duration) -> String {
     let s = d.as_secs();
     match (s, d.subsec_nanos()) {
         (0, _) | (_, 1..) => format!("{d:?}"),
