@@ -66,7 +66,10 @@ fn goodput_under_different_slos_is_shown_not_judged() {
     assert_ne!(row("TTFT p50")["verdict"]["kind"], "not_comparable");
 
     let shown = ok(&canaryd(&["compare", "loose", "strict"], dir));
-    assert!(!shown.contains("yes: worse"), "{shown}");
+    // The goodput rows carry no verdict (the latency rows may: two runs a side on a busy host).
+    for line in shown.lines().filter(|l| l.starts_with("good")) {
+        assert!(!line.contains("yes: worse"), "{shown}");
+    }
     assert!(shown.contains(&format!("not comparable: {why}")), "{shown}");
     assert!(
         shown.contains("Not comparable: goodput and the good fraction"),

@@ -48,10 +48,16 @@ fn wrong_pages_for_dcgm_and_server_metrics_are_said_once_over_a_commands_runs() 
             .filter(|l| l.contains("WARN") && l.contains(what))
             .count()
     };
+    // A JSON page with no metric family is no metrics page: unavailable, said once.
     assert_eq!(
-        warnings("server /metrics: lines of the page could not be read"),
+        warnings("server /metrics: unavailable: "),
         1,
         "said once over 3 runs: {log}"
+    );
+    assert_eq!(
+        warnings("not a metrics page, no metric family read"),
+        1,
+        "{log}"
     );
     assert_eq!(
         warnings("dcgm-exporter: unavailable"),
@@ -70,10 +76,11 @@ fn wrong_pages_for_dcgm_and_server_metrics_are_said_once_over_a_commands_runs() 
             )) && why.contains("metric families (first: vllm:"),
             "run {run}: {why}"
         );
-        // Each run's own detail still counts its unreadable pages.
+        // Each run's own state says why it has no server figures.
         let server = &s["telemetry_sources"]["server_metrics"];
+        assert_eq!(server["state"], "unavailable", "run {run}: {server}");
         assert!(
-            server.to_string().contains("parse issues on"),
+            server.to_string().contains("no metric family read"),
             "run {run}: {server}"
         );
     }
